@@ -1,0 +1,62 @@
+// `actmem models` and `actmem devices`: what is built in.
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "actmem/device.h"
+#include "actmem/model.h"
+#include "actmem/units.h"
+#include "commands.h"
+
+namespace actmem::cli {
+
+int run_models(const Args& args) {
+  CLI::App app{"List the built-in model presets (use a name with --model).", "models"};
+  bool json = false;
+  app.add_flag("--json", json, "machine-readable output");
+  parse(app, args);
+
+  nlohmann::json list = nlohmann::json::array();
+  if (!json)
+    std::cout << fmt::format("{:<24} {:>6} {:>5} {:>10} {:>8} {:>10} {:>10} {:>10} {:>7} {:>12}\n", "preset", "res",
+                             "mesh", "grid", "mesh", "g2m", "mesh", "m2g", "steps", "parameters");
+  for (const std::string& name : preset_names()) {
+    const ModelDescription m = load_model(name);
+    nlohmann::json entry = to_json(m);
+    entry["parameters"] = parameter_count(m);
+    entry["fingerprint"] = fingerprint(m);
+    list.push_back(entry);
+    if (!json)
+      std::cout << fmt::format("{:<24} {:>5}° {:>5} {:>10} {:>8} {:>10} {:>10} {:>10} {:>7} {:>12}\n", name,
+                               m.resolution_deg.value_or(0), m.mesh_level.value_or(0), m.grid_nodes, m.mesh_nodes,
+                               m.grid2mesh_edges, m.mesh_edges, m.mesh2grid_edges, m.processor_steps,
+                               parameter_count(m));
+  }
+  if (json) print_json(list);
+  return 0;
+}
+
+int run_devices(const Args& args) {
+  CLI::App app{"List the device catalog (use an id with --device).", "devices"};
+  bool json = false;
+  app.add_flag("--json", json, "machine-readable output");
+  parse(app, args);
+
+  if (json) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const Device& d : device_catalog()) list.push_back(to_json(d));
+    print_json(list);
+    return 0;
+  }
+  std::cout << fmt::format("{:<14} {:>11} {:>11} {:>11} {:>11} {:>10}  {}\n", "id", "memory", "reserve", "bf16 TF/s",
+                           "fp32 TF/s", "TB/s", "name");
+  for (const Device& d : device_catalog())
+    std::cout << fmt::format("{:<14} {:>11} {:>11} {:>11} {:>11.1f} {:>10.2f}  {}\n", d.id, format_bytes(d.memory_bytes),
+                             format_bytes(d.reserve_bytes),
+                             d.peak_bf16_flops > 0 ? fmt::format("{:.0f}", d.peak_bf16_flops / 1e12) : "-",
+                             d.peak_fp32_flops / 1e12, d.bandwidth_bytes_per_s / 1e12, d.name);
+  return 0;
+}
+
+}  // namespace actmem::cli

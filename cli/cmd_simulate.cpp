@@ -1,0 +1,74 @@
+// `actmem simulate`: predict one training step's memory and time for a plan.
+#include <filesystem>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "actmem/error.h"
+#include "actmem/plan_document.h"
+#include "actmem/simulator.h"
+#include "actmem/units.h"
+#include "commands.h"
+#include "report_text.h"
+#include "run_setup.h"
+
+namespace actmem::cli {
+
+int run_simulate(const Args& args) {
+  CLI::App app{"Simulate one training step under a plan: peak memory, where it happens, FLOPs and time.", "simulate"};
+  RunSetup setup;
+  setup.add_options(app);
+  std::string plan_name = "none";
+  std::string timeline_path;
+  bool json = false;
+  app.add_option("--plan", plan_name, "plan file, or none, full, every:K, deepmind, deepmind:B")->capture_default_str();
+  app.add_option("--timeline", timeline_path, "write the memory timeline (one row per op) as CSV");
+  app.add_flag("--json", json, "print the report as JSON");
+  parse(app, args);
+
+  // A plan file carries its model, run, device and budget; options given on
+  // the command line override them (the model must still match).
+  std::error_code ec;
+  const bool is_file = std::filesystem::is_regular_file(plan_name, ec);
+  std::optional<PlanDocument> document;
+  if (is_file) document = read_plan_document(plan_name);
+  const auto given = [&](const char* option) { return app.count(option) > 0; };
+
+  const ModelDescription model = document && document->model && !given("--model") ? *document->model : setup.load_model();
+  RunOptions run = setup.run_options();
+  if (document && document->run) {
+    const RunOptions& r = *document->run;
+    if (!given("--dtype")) run.dtype = r.dtype;
+    if (!given("--framework")) run.framework = r.framework;
+    if (!given("--optimizer")) run.optimizer = r.optimizer;
+    if (!given("--batch")) run.batch = r.batch;
+    if (!given("--rollout")) run.rollout = r.rollout;
+  }
+  const bool device_given = given("--device") || given("--memory");
+  const Device device = document && document->device && !device_given ? *document->device : setup.load_device();
+  const std::int64_t budget = document && document->budget_bytes && !given("--budget") && !device_given
+                                  ? *document->budget_bytes
+                                  : setup.budget_bytes(device);
+
+  const CostGraph graph = CostGraph::build(model, run);
+  const Plan plan = document ? plan_for(*document, graph)
+                             : builtin_plan(plan_name, graph.stages(), edges_per_stage(graph));
+  SimulationOptions options;
+  options.record_timeline = !timeline_path.empty();
+  const Report report = simulate(graph, device, budget, plan, options);
+  if (!timeline_path.empty()) write_file_atomically(timeline_path, timeline_csv(report));
+
+  if (json) {
+    nlohmann::json out = to_json(report);
+    out["plan"] = {{"checkpoints", checkpoints_to_json(plan.checkpoints, graph.stages())},
+                   {"edge_blocks", edge_blocks_to_json(plan, graph.stages())}};
+    print_json(out);
+  } else {
+    std::cout << describe_run(graph, device) << "plan: " << describe(plan, graph.stages()) << "\n\n"
+              << describe_report(report);
+  }
+  return report.fits ? 0 : 1;
+}
+
+}  // namespace actmem::cli

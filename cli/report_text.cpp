@@ -1,0 +1,34 @@
+#include "report_text.h"
+
+#include <fmt/format.h>
+
+#include "actmem/units.h"
+
+namespace actmem::cli {
+
+std::string describe_run(const CostGraph& g, const Device& d) {
+  const RunOptions& r = g.run();
+  return fmt::format("model {} ({:.1f}M parameters), {} {}, batch {}, rollout {}, on {} ({})\n", g.model().name,
+                     static_cast<double>(g.parameter_count()) / 1e6, to_string(r.framework), to_string(r.dtype),
+                     r.batch, r.rollout, d.id, format_bytes(d.memory_bytes));
+}
+
+std::string describe_report(const Report& r) {
+  const MemoryBreakdown& b = r.breakdown;
+  std::string text = fmt::format("peak {} of {} budget: {}\n", format_bytes(r.peak_bytes), format_bytes(r.budget_bytes),
+                                 r.fits ? "fits" : "does not fit");
+  text += fmt::format("  activations {}, gradients {}, workspace {}\n", format_bytes(b.activations),
+                      format_bytes(b.gradients), format_bytes(b.workspace));
+  text += fmt::format("  parameters {}, optimizer state {}, inputs {}, reserved {}\n", format_bytes(b.parameters),
+                      format_bytes(b.optimizer_state), format_bytes(b.inputs), format_bytes(b.reserved));
+  text += fmt::format("peak at: {} pass, {}{}, op {}\n", to_string(r.peak_at.pass), r.peak_at.stage,
+                      r.peak_at.block >= 0 ? fmt::format(" block {}", r.peak_at.block) : "", r.peak_at.op);
+  text += fmt::format("held for backward after forward: {}\n", format_bytes(r.activation_bytes_after_forward));
+  text += fmt::format("compute: forward {:.3g} TFLOP, backward {:.3g} TFLOP, recompute {:.3g} TFLOP (+{:.1f}%)\n",
+                      r.forward_flops / 1e12, r.backward_flops / 1e12, r.recompute_flops / 1e12,
+                      100.0 * r.recompute_overhead());
+  text += fmt::format("step time (roofline): {}\n", format_seconds(r.step_time_s));
+  return text;
+}
+
+}  // namespace actmem::cli

@@ -1,0 +1,18 @@
+#pragma once
+// Reports as people read them on a terminal.
+
+#include <string>
+
+#include "actmem/cost_graph.h"
+#include "actmem/device.h"
+#include "actmem/report.h"
+
+namespace actmem::cli {
+
+// "model graphcast (36.3M parameters), jax bfloat16, batch 1, rollout 1, on tpu-v4 (32.00 GiB)\n"
+std::string describe_run(const CostGraph& graph, const Device& device);
+
+// Peak against budget, the breakdown, where the peak is, FLOPs and time.
+std::string describe_report(const Report& report);
+
+}  // namespace actmem::cli

@@ -1,0 +1,36 @@
+#pragma once
+// The options every planning command shares: which model, how it is trained,
+// on what device and within what budget.
+
+#include <cstdint>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "actmem/device.h"
+#include "actmem/model.h"
+#include "actmem/run_options.h"
+
+namespace actmem::cli {
+
+struct RunSetup {
+  std::string model = "graphcast";
+  std::string device = "tpu-v4";
+  std::string memory;  // "24GiB": a device known only by its memory
+  std::string budget;  // overrides the device's memory as the budget
+  std::string framework = "jax";
+  std::string dtype = "bfloat16";
+  std::string optimizer = "adam";
+  std::int64_t batch = 1;
+  std::int64_t rollout = 1;
+
+  void add_options(CLI::App& app);
+
+  // Loaded and validated; InputError on anything wrong.
+  ModelDescription load_model() const;
+  RunOptions run_options() const;
+  Device load_device() const;
+  std::int64_t budget_bytes(const Device& device) const;
+};
+
+}  // namespace actmem::cli

@@ -1,0 +1,268 @@
+// CostGraph::build(): GraphCast's training step as an op-level DAG.
+//
+// Layer structure from GRAPHCAST.md / DeepMind's deep_typed_graph_net.py,
+// in the PyTorch reference formulation of DESIGN.md:
+//   MLP(x)       = layer_norm(linear(silu(linear(x))))  (no LayerNorm on the output MLP;
+//                  mlp_hidden_layers − 1 further linear+silu pairs in between)
+//   edge update  e' = MLP(cat[e, v_s[senders], v_r[receivers]])
+//   aggregation  agg = zeros(N_r, L).index_add(0, receivers, e')
+//   node update  v' = MLP(cat[v, agg]);  v = v + v';  e = e + e' (processor)
+// Tensors are [rows, cols] with rows = nodes or edges times batch; index
+// arrays are shared by the batch.
+#include <fmt/format.h>
+
+#include "actmem/cost_graph.h"
+
+namespace actmem {
+namespace {
+
+class GraphCastBuilder {
+ public:
+  GraphCastBuilder(const ModelDescription& m, const RunOptions& run)
+      : m_(m), run_(run), b_(m, run, stage_names(m)), act_bytes_(element_bytes(run.dtype)) {}
+
+  CostGraph build() {
+    const TensorId grid_features = input("grid_features", m_.grid_nodes * run_.batch, m_.grid_input_features, act_bytes_);
+    const TensorId mesh_features = input("mesh_features", m_.mesh_nodes * run_.batch, m_.mesh_input_features, act_bytes_);
+    const TensorId g2m_features = input("grid2mesh_edge_features", m_.grid2mesh_edges * run_.batch, m_.edge_features, act_bytes_);
+    const TensorId mesh_edge_features = input("mesh_edge_features", m_.mesh_edges * run_.batch, m_.edge_features, act_bytes_);
+    const TensorId m2g_features = input("mesh2grid_edge_features", m_.mesh2grid_edges * run_.batch, m_.edge_features, act_bytes_);
+    g2m_ = {input("grid2mesh_senders", m_.grid2mesh_edges, 1, 8), input("grid2mesh_receivers", m_.grid2mesh_edges, 1, 8)};
+    mesh_ = {input("mesh_senders", m_.mesh_edges, 1, 8), input("mesh_receivers", m_.mesh_edges, 1, 8)};
+    m2g_ = {input("mesh2grid_senders", m_.mesh2grid_edges, 1, 8), input("mesh2grid_receivers", m_.mesh2grid_edges, 1, 8)};
+    make_parameters();
+
+    TensorId step_input = grid_features;
+    for (int step = 0; step < static_cast<int>(run_.rollout); ++step) {
+      step_ = step;
+      const TensorId prediction =
+          network(step_input, mesh_features, g2m_features, mesh_edge_features, m2g_features);
+      stage_ = loss_stage();
+      const TensorId target = input(fmt::format("target.{}", step), m_.grid_nodes * run_.batch, m_.output_features, act_bytes_);
+      const TensorId loss = activation("loss", 1, 1, 4);
+      emit(OpKind::mse_loss, "loss", {prediction, target}, {loss}, 3.0 * rows_cols(prediction),
+           3.0 * rows_cols(prediction));
+      if (step + 1 < run_.rollout) {
+        // The next step's grid input: the prediction and the (static) forcings.
+        const TensorId next = activation("next_grid_input", m_.grid_nodes * run_.batch, m_.grid_input_features, act_bytes_);
+        emit(OpKind::next_input, "next_input", {prediction, grid_features}, {next}, 0, 0);
+        step_input = next;
+      }
+    }
+    return b_.finish();
+  }
+
+ private:
+  struct Edges {
+    TensorId senders, receivers;
+  };
+  // Weights of one MLP: per layer {weight, bias}, then optional LayerNorm {scale, offset}.
+  struct MlpParameters {
+    std::vector<std::pair<TensorId, TensorId>> layers;
+    TensorId ln_scale = -1, ln_offset = -1;
+  };
+
+  static std::vector<std::string> stage_names(const ModelDescription& m) {
+    std::vector<std::string> names{"encoder", "mesh_edge_embed"};
+    for (std::int64_t k = 0; k < m.processor_steps; ++k) names.push_back(fmt::format("processor.{}", k));
+    names.emplace_back("decoder");
+    return names;
+  }
+  int loss_stage() const { return static_cast<int>(m_.processor_steps) + 3; }
+  std::string prefix() const {
+    const std::string stage = stage_ == loss_stage() ? "loss" : stage_names(m_)[static_cast<std::size_t>(stage_)];
+    return run_.rollout > 1 ? fmt::format("step{}.{}", step_, stage) : stage;
+  }
+
+  TensorId input(const std::string& name, std::int64_t rows, std::int64_t cols, int bytes) {
+    return b_.add_tensor({name, rows, cols, bytes, TensorRole::input, false});
+  }
+  TensorId activation(const std::string& name, std::int64_t rows, std::int64_t cols, int bytes) {
+    return b_.add_tensor({prefix() + "." + name, rows, cols, bytes, TensorRole::activation, true});
+  }
+  double rows_cols(TensorId t) const { return static_cast<double>(tensor(t).rows * tensor(t).cols); }
+  const Tensor& tensor(TensorId t) const { return b_.tensor(t); }
+
+  MlpParameters mlp_parameters(const std::string& name, std::int64_t in, std::int64_t out, bool layer_norm) {
+    MlpParameters p;
+    const std::int64_t L = m_.latent_size;
+    std::int64_t width = in;
+    for (std::int64_t layer = 0; layer <= m_.mlp_hidden_layers; ++layer) {
+      const std::int64_t next = layer == m_.mlp_hidden_layers ? out : L;
+      p.layers.emplace_back(parameter(fmt::format("{}.linear{}.weight", name, layer), width, next),
+                            parameter(fmt::format("{}.linear{}.bias", name, layer), 1, next));
+      width = next;
+    }
+    if (layer_norm) {
+      p.ln_scale = parameter(name + ".layer_norm.scale", 1, out);
+      p.ln_offset = parameter(name + ".layer_norm.offset", 1, out);
+    }
+    return p;
+  }
+  TensorId parameter(const std::string& name, std::int64_t rows, std::int64_t cols) {
+    return b_.add_tensor({name, rows, cols, 4, TensorRole::parameter, true});
+  }
+
+  void make_parameters() {
+    const std::int64_t L = m_.latent_size;
+    enc_grid_embed_ = mlp_parameters("encoder.grid_node_embed", m_.grid_input_features, L, true);
+    enc_mesh_embed_ = mlp_parameters("encoder.mesh_node_embed", m_.mesh_input_features, L, true);
+    enc_edge_embed_ = mlp_parameters("encoder.edge_embed", m_.edge_features, L, true);
+    enc_edge_mlp_ = mlp_parameters("encoder.edge_mlp", 3 * L, L, true);
+    enc_mesh_mlp_ = mlp_parameters("encoder.mesh_node_mlp", 2 * L, L, true);
+    enc_grid_mlp_ = mlp_parameters("encoder.grid_node_mlp", L, L, true);
+    mesh_edge_embed_ = mlp_parameters("mesh_edge_embed", m_.edge_features, L, true);
+    for (std::int64_t k = 0; k < m_.processor_steps; ++k) {
+      proc_edge_mlp_.push_back(mlp_parameters(fmt::format("processor.{}.edge_mlp", k), 3 * L, L, true));
+      proc_node_mlp_.push_back(mlp_parameters(fmt::format("processor.{}.node_mlp", k), 2 * L, L, true));
+    }
+    dec_edge_embed_ = mlp_parameters("decoder.edge_embed", m_.edge_features, L, true);
+    dec_edge_mlp_ = mlp_parameters("decoder.edge_mlp", 3 * L, L, true);
+    dec_grid_mlp_ = mlp_parameters("decoder.grid_node_mlp", 2 * L, L, true);
+    // Built by DeepMind's code, output discarded: parameters only, no ops.
+    dec_unused_mesh_mlp_ = mlp_parameters("decoder.mesh_node_mlp_unused", L, L, true);
+    dec_output_mlp_ = mlp_parameters("decoder.output_mlp", L, m_.output_features, false);
+  }
+
+  void emit(OpKind kind, const std::string& name, std::vector<TensorId> inputs, std::vector<TensorId> outputs,
+            double forward_flops, double backward_flops) {
+    Op op;
+    op.kind = kind;
+    op.name = prefix() + "." + name;
+    op.stage = stage_;
+    op.step = step_;
+    op.inputs = std::move(inputs);
+    op.outputs = std::move(outputs);
+    op.forward_flops = forward_flops;
+    op.backward_flops = backward_flops;
+    op.edge_update = in_edge_update_;
+    b_.add_op(std::move(op));
+  }
+
+  // x → [linear → silu] × hidden → linear → (layer_norm). Returns the output.
+  TensorId mlp(const std::string& name, TensorId x, const MlpParameters& p) {
+    const std::int64_t rows = tensor(x).rows;
+    TensorId h = x;
+    for (std::size_t layer = 0; layer < p.layers.size(); ++layer) {
+      const auto [w, bias] = p.layers[layer];
+      const std::int64_t in = tensor(w).rows, out = tensor(w).cols;
+      const TensorId y = activation(fmt::format("{}.linear{}", name, layer), rows, out, act_bytes_);
+      const double mm = 2.0 * static_cast<double>(rows) * static_cast<double>(in) * static_cast<double>(out);
+      emit(OpKind::linear, fmt::format("{}.linear{}", name, layer), {h, w, bias}, {y}, mm, 2.0 * mm);
+      h = y;
+      if (layer + 1 < p.layers.size()) {
+        const TensorId s = activation(fmt::format("{}.silu{}", name, layer), rows, out, act_bytes_);
+        emit(OpKind::silu, fmt::format("{}.silu{}", name, layer), {h}, {s}, 4.0 * rows_cols(h), 8.0 * rows_cols(h));
+        h = s;
+      }
+    }
+    if (p.ln_scale < 0) return h;
+    const TensorId y = activation(name + ".layer_norm", rows, tensor(h).cols, act_bytes_);
+    const TensorId stats = activation(name + ".layer_norm.stats", rows, 2, 4);
+    emit(OpKind::layer_norm, name + ".layer_norm", {h, p.ln_scale, p.ln_offset}, {y, stats}, 8.0 * rows_cols(h),
+         16.0 * rows_cols(h));
+    return y;
+  }
+
+  TensorId gather(const std::string& name, TensorId source, TensorId index) {
+    const TensorId out = activation(name, tensor(index).rows * run_.batch, tensor(source).cols, act_bytes_);
+    emit(OpKind::gather, name, {source, index}, {out}, 0, rows_cols(out));
+    return out;
+  }
+
+  TensorId concat(const std::string& name, std::vector<TensorId> parts) {
+    std::int64_t cols = 0;
+    for (TensorId t : parts) cols += tensor(t).cols;
+    const TensorId out = activation(name, tensor(parts.front()).rows, cols, act_bytes_);
+    emit(OpKind::concat, name, std::move(parts), {out}, 0, 0);
+    return out;
+  }
+
+  TensorId add(const std::string& name, TensorId a, TensorId b) {
+    const TensorId out = activation(name, tensor(a).rows, tensor(a).cols, act_bytes_);
+    emit(OpKind::add, name, {a, b}, {out}, rows_cols(a), 0);
+    return out;
+  }
+
+  // The edge update (blockable) then the sum of updated edges per receiver.
+  // Returns {updated edges e', aggregated messages}.
+  std::pair<TensorId, TensorId> message_passing(TensorId edges, TensorId senders_from, TensorId receivers_from,
+                                                const Edges& graph, std::int64_t receiver_nodes,
+                                                const MlpParameters& edge_mlp, bool float32_sum) {
+    in_edge_update_ = true;
+    const TensorId sent = gather("gather_senders", senders_from, graph.senders);
+    const TensorId received = gather("gather_receivers", receivers_from, graph.receivers);
+    const TensorId edge_input = concat("edge_input", {edges, sent, received});
+    const TensorId updated = mlp("edge_mlp", edge_input, edge_mlp);
+    in_edge_update_ = false;
+    const int sum_bytes = float32_sum ? 4 : act_bytes_;
+    const TensorId zeros = b_.add_tensor({prefix() + ".aggregate_zeros", receiver_nodes * run_.batch, m_.latent_size,
+                                          sum_bytes, TensorRole::activation, false});
+    emit(OpKind::zeros, "aggregate_zeros", {}, {zeros}, 0, 0);
+    const TensorId aggregated =
+        activation("aggregate", receiver_nodes * run_.batch, m_.latent_size, sum_bytes);
+    emit(OpKind::scatter_add, "aggregate", {zeros, graph.receivers, updated}, {aggregated}, rows_cols(updated),
+         rows_cols(updated));
+    return {updated, aggregated};
+  }
+
+  TensorId network(TensorId grid_features, TensorId mesh_features, TensorId g2m_features, TensorId mesh_edge_features,
+                   TensorId m2g_features) {
+    // encoder: embedders, grid2mesh message passing, grid-node update.
+    stage_ = 0;
+    TensorId v_grid = mlp("grid_node_embed", grid_features, enc_grid_embed_);
+    TensorId v_mesh = mlp("mesh_node_embed", mesh_features, enc_mesh_embed_);
+    const TensorId e_g2m = mlp("edge_embed", g2m_features, enc_edge_embed_);
+    const bool float32_sum = run_.framework == Framework::jax && run_.dtype != DType::float32;
+    const auto [unused_edges, agg_mesh] =
+        message_passing(e_g2m, v_grid, v_mesh, g2m_, m_.mesh_nodes, enc_edge_mlp_, float32_sum);
+    (void)unused_edges;  // updated grid2mesh edges are discarded
+    const TensorId mesh_update = mlp("mesh_node_mlp", concat("mesh_node_input", {v_mesh, agg_mesh}), enc_mesh_mlp_);
+    v_mesh = add("mesh_node_residual", v_mesh, mesh_update);
+    const TensorId grid_update = mlp("grid_node_mlp", v_grid, enc_grid_mlp_);
+    v_grid = add("grid_node_residual", v_grid, grid_update);
+
+    stage_ = 1;
+    TensorId e_mesh = mlp("edge_embed", mesh_edge_features, mesh_edge_embed_);
+
+    for (std::int64_t k = 0; k < m_.processor_steps; ++k) {
+      stage_ = static_cast<int>(2 + k);
+      const auto [e_update, agg] =
+          message_passing(e_mesh, v_mesh, v_mesh, mesh_, m_.mesh_nodes, proc_edge_mlp_[static_cast<std::size_t>(k)], false);
+      const TensorId v_update =
+          mlp("node_mlp", concat("node_input", {v_mesh, agg}), proc_node_mlp_[static_cast<std::size_t>(k)]);
+      v_mesh = add("node_residual", v_mesh, v_update);
+      e_mesh = add("edge_residual", e_mesh, e_update);
+    }
+
+    stage_ = static_cast<int>(2 + m_.processor_steps);
+    const TensorId e_m2g = mlp("edge_embed", m2g_features, dec_edge_embed_);
+    const auto [unused_m2g, agg_grid] =
+        message_passing(e_m2g, v_mesh, v_grid, m2g_, m_.grid_nodes, dec_edge_mlp_, false);
+    (void)unused_m2g;
+    const TensorId g_update = mlp("grid_node_mlp", concat("grid_node_input", {v_grid, agg_grid}), dec_grid_mlp_);
+    v_grid = add("grid_node_residual", v_grid, g_update);
+    return mlp("output_mlp", v_grid, dec_output_mlp_);
+  }
+
+  const ModelDescription& m_;
+  const RunOptions& run_;
+  CostGraphBuilder b_;
+  int act_bytes_;
+  int stage_ = 0;
+  int step_ = 0;
+  bool in_edge_update_ = false;
+  Edges g2m_{}, mesh_{}, m2g_{};
+  MlpParameters enc_grid_embed_, enc_mesh_embed_, enc_edge_embed_, enc_edge_mlp_, enc_mesh_mlp_, enc_grid_mlp_;
+  MlpParameters mesh_edge_embed_, dec_edge_embed_, dec_edge_mlp_, dec_grid_mlp_, dec_unused_mesh_mlp_, dec_output_mlp_;
+  std::vector<MlpParameters> proc_edge_mlp_, proc_node_mlp_;
+};
+
+}  // namespace
+
+CostGraph CostGraph::build(const ModelDescription& model, const RunOptions& run) {
+  validate(run);
+  return GraphCastBuilder(model, run).build();
+}
+
+}  // namespace actmem

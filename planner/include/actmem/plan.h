@@ -1,0 +1,60 @@
+#pragma once
+// A plan: which stages run under checkpoints and how edge updates are blocked
+// (DESIGN.md "Plan"). Stages are referred to by index into the stage chain
+// (CostGraph::stages()); names appear only in JSON.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace actmem {
+
+// Stages from..to (inclusive) run under one checkpoint: only the region's
+// inputs are kept after the forward pass, and the region is recomputed in
+// the backward pass. `inner` regions nest inside, sorted, non-overlapping.
+struct Region {
+  int from = 0;
+  int to = 0;
+  std::vector<Region> inner;
+  friend bool operator==(const Region&, const Region&) = default;
+};
+
+struct Plan {
+  std::vector<Region> checkpoints;        // sorted, non-overlapping
+  std::vector<std::int64_t> edge_blocks;  // per stage; 1 = not blocked
+  friend bool operator==(const Plan&, const Plan&) = default;
+};
+
+// Stages with an edge update (encoder, processor.k, decoder): the only ones
+// edge_blocks may name.
+bool has_edge_update(const std::string& stage_name);
+
+// The plan with no checkpoints and no blocking.
+Plan empty_plan(const std::vector<std::string>& stages);
+
+// Built-in plans: "none", "full" (every stage its own region), "every:K"
+// (processor steps in groups of K), "deepmind" or "deepmind:B" (encoder and
+// decoder one region each with edge updates in B blocks, default 8;
+// processor in regions of 3 steps). `edges_per_stage` caps B.
+Plan builtin_plan(std::string_view name, const std::vector<std::string>& stages,
+                  const std::vector<std::int64_t>& edges_per_stage);
+std::vector<std::string> builtin_plan_names();
+
+// Parses "checkpoints" and "edge_blocks" of a plan document and validates
+// them against the stage chain: unknown stages, reversed or overlapping
+// regions, inner regions outside their parent, and block counts that are not
+// within 1..edges are InputErrors naming `source` and the JSON pointer.
+Plan plan_from_json(const nlohmann::json& document, const std::vector<std::string>& stages,
+                    const std::vector<std::int64_t>& edges_per_stage, const std::string& source);
+
+// {"checkpoints": [...], "edge_blocks": {...}} with stage names.
+nlohmann::json checkpoints_to_json(const std::vector<Region>& regions, const std::vector<std::string>& stages);
+nlohmann::json edge_blocks_to_json(const Plan& plan, const std::vector<std::string>& stages);
+
+// One line for people: "encoder, decoder, processor.0–2 | blocks encoder×8".
+std::string describe(const Plan& plan, const std::vector<std::string>& stages);
+
+}  // namespace actmem

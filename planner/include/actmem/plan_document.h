@@ -1,0 +1,51 @@
+#pragma once
+// The plan file (DESIGN.md "Plan"; schema in docs/plan.schema.json):
+// {"format": "actmem.plan", "version": 1, model, run, device, budget_bytes,
+//  stages, checkpoints, edge_blocks, predicted, exports}.
+//
+// Reading accepts a full document, or a partial one holding only
+// "checkpoints" (and optionally "edge_blocks" and "stages") for a model given
+// separately. A document's model fingerprint must match the model it is
+// applied to.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "actmem/cost_graph.h"
+#include "actmem/device.h"
+#include "actmem/model.h"
+#include "actmem/plan.h"
+#include "actmem/report.h"
+#include "actmem/run_options.h"
+
+namespace actmem {
+
+struct PlanDocument {
+  std::optional<ModelDescription> model;
+  std::optional<RunOptions> run;
+  std::optional<Device> device;
+  std::optional<std::int64_t> budget_bytes;
+  nlohmann::json plan;  // the checkpoints/edge_blocks part, validated once the model is known
+  std::string source;
+};
+
+// Reads a plan file; syntax and the optional sections are validated here.
+PlanDocument read_plan_document(const std::string& path);
+
+// The plan of a document for a model's stage chain. Throws InputError if the
+// document names another model (fingerprint mismatch) or its regions and
+// blocks do not fit the stages.
+Plan plan_for(const PlanDocument& document, const CostGraph& graph);
+
+// The complete plan document for a plan and its simulation.
+nlohmann::json plan_document_json(const CostGraph& graph, const Device& device, std::int64_t budget_bytes,
+                                  const Plan& plan, const Report& predicted, const nlohmann::json& exports);
+
+// Writes text to path through a temporary file in the same folder and a
+// rename, so that readers see the old file or the new one, never a part.
+void write_file_atomically(const std::string& path, const std::string& text);
+
+}  // namespace actmem

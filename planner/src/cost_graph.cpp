@@ -1,0 +1,120 @@
+#include "actmem/cost_graph.h"
+
+#include <stdexcept>
+
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/topological_sort.hpp>
+#include <fmt/format.h>
+
+namespace actmem {
+
+// Ops as vertices, one edge per (tensor, consumer) from the tensor's producer.
+struct CostGraph::Dag {
+  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, boost::no_property,
+                                      boost::property<boost::edge_name_t, TensorId>>;
+  Graph graph;
+};
+
+std::string to_string(OpKind kind) {
+  switch (kind) {
+    case OpKind::linear: return "linear";
+    case OpKind::silu: return "silu";
+    case OpKind::layer_norm: return "layer_norm";
+    case OpKind::gather: return "gather";
+    case OpKind::concat: return "concat";
+    case OpKind::zeros: return "zeros";
+    case OpKind::scatter_add: return "scatter_add";
+    case OpKind::add: return "add";
+    case OpKind::mse_loss: return "mse_loss";
+    case OpKind::next_input: return "next_input";
+  }
+  return "?";
+}
+
+CostGraph::CostGraph() : dag_(std::make_unique<Dag>()) {}
+CostGraph::CostGraph(CostGraph&&) noexcept = default;
+CostGraph& CostGraph::operator=(CostGraph&&) noexcept = default;
+CostGraph::~CostGraph() = default;
+
+std::string CostGraph::stage_name(int stage) const {
+  return stage >= 0 && static_cast<std::size_t>(stage) < stages_.size() ? stages_[static_cast<std::size_t>(stage)]
+                                                                         : std::string{"loss"};
+}
+
+OpId CostGraph::producer(TensorId id) const { return producer_[static_cast<std::size_t>(id)]; }
+
+std::span<const OpId> CostGraph::consumers(TensorId id) const { return consumers_[static_cast<std::size_t>(id)]; }
+
+std::int64_t CostGraph::parameter_count() const {
+  std::int64_t n = 0;
+  for (const Tensor& t : tensors_)
+    if (t.role == TensorRole::parameter) n += t.rows * t.cols;
+  return n;
+}
+
+std::int64_t CostGraph::parameter_bytes() const { return parameter_count() * 4; }
+
+std::int64_t CostGraph::input_bytes() const {
+  std::int64_t n = 0;
+  for (const Tensor& t : tensors_)
+    if (t.role == TensorRole::input) n += t.bytes();
+  return n;
+}
+
+CostGraphBuilder::CostGraphBuilder(const ModelDescription& model, const RunOptions& run,
+                                   std::vector<std::string> stages) {
+  graph_.model_ = model;
+  graph_.run_ = run;
+  graph_.stages_ = std::move(stages);
+}
+
+TensorId CostGraphBuilder::add_tensor(Tensor tensor) {
+  graph_.tensors_.push_back(std::move(tensor));
+  graph_.producer_.push_back(-1);
+  graph_.consumers_.emplace_back();
+  return static_cast<TensorId>(graph_.tensors_.size() - 1);
+}
+
+OpId CostGraphBuilder::add_op(Op op) {
+  const auto id = static_cast<OpId>(graph_.ops_.size());
+  for (TensorId t : op.inputs) graph_.consumers_[static_cast<std::size_t>(t)].push_back(id);
+  for (TensorId t : op.outputs) {
+    if (graph_.producer_[static_cast<std::size_t>(t)] != -1)
+      throw std::logic_error("tensor " + graph_.tensors_[static_cast<std::size_t>(t)].name + " produced twice");
+    graph_.producer_[static_cast<std::size_t>(t)] = id;
+  }
+  graph_.ops_.push_back(std::move(op));
+  return id;
+}
+
+CostGraph CostGraphBuilder::finish() {
+  CostGraph& g = graph_;
+  auto& dag = g.dag_->graph;
+  dag = CostGraph::Dag::Graph(g.ops_.size());
+  for (std::size_t t = 0; t < g.tensors_.size(); ++t) {
+    const OpId from = g.producer_[t];
+    if (from < 0) continue;
+    for (OpId to : g.consumers_[t]) boost::add_edge(static_cast<std::size_t>(from), static_cast<std::size_t>(to),
+                                                    static_cast<TensorId>(t), dag);
+  }
+  // topological_sort throws boost::not_a_dag on a cycle; it writes vertices
+  // in reverse topological order.
+  std::vector<std::size_t> reverse_order;
+  boost::topological_sort(dag, std::back_inserter(reverse_order));
+  // The emitted order must itself be topological: every edge runs forward.
+  for (auto [e, end] = boost::edges(dag); e != end; ++e) {
+    if (boost::source(*e, dag) >= boost::target(*e, dag))
+      throw std::logic_error(fmt::format("cost graph: op {} consumes a tensor produced later",
+                                         g.ops_[boost::target(*e, dag)].name));
+  }
+  // Stages contiguous and in chain order within each rollout step.
+  for (std::size_t i = 1; i < g.ops_.size(); ++i) {
+    const Op& a = g.ops_[i - 1];
+    const Op& b = g.ops_[i];
+    if (b.step < a.step || (b.step == a.step && b.stage < a.stage))
+      throw std::logic_error("cost graph: stages out of order at op " + b.name);
+  }
+  return std::move(graph_);
+}
+
+}  // namespace actmem

@@ -1,0 +1,175 @@
+#include "actmem/model.h"
+
+#include <array>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "actmem/error.h"
+#include "actmem/graph_counts.h"
+#include "actmem/suggest.h"
+#include "checked_math.h"
+#include "embedded.h"
+#include "json_fields.h"
+
+namespace actmem {
+namespace {
+
+constexpr std::int64_t kMaxCount = std::int64_t{1} << 40;  // nodes or edges
+constexpr std::int64_t kMaxWidth = std::int64_t{1} << 20;  // features or latent
+constexpr std::int64_t kMaxSteps = 4096;
+constexpr std::int64_t kMaxHiddenLayers = 64;
+
+const std::vector<std::string> kPresets{"graphcast", "graphcast-small", "graphcast-operational"};
+
+const std::vector<std::string> kFields{
+    "name", "description", "architecture", "resolution_deg", "mesh_level", "radius_query_fraction",
+    "grid_nodes", "mesh_nodes", "grid2mesh_edges", "mesh_edges", "mesh2grid_edges",
+    "latent_size", "mlp_hidden_layers", "processor_steps", "grid_input_features",
+    "mesh_input_features", "edge_features", "output_features", "fingerprint"};
+
+struct CountField {
+  const char* key;
+  std::int64_t ModelDescription::*member;
+  std::int64_t GraphCounts::*computed;
+};
+
+constexpr std::array<CountField, 5> kCountFields{{
+    {"grid_nodes", &ModelDescription::grid_nodes, &GraphCounts::grid_nodes},
+    {"mesh_nodes", &ModelDescription::mesh_nodes, &GraphCounts::mesh_nodes},
+    {"grid2mesh_edges", &ModelDescription::grid2mesh_edges, &GraphCounts::grid2mesh_edges},
+    {"mesh_edges", &ModelDescription::mesh_edges, &GraphCounts::mesh_edges},
+    {"mesh2grid_edges", &ModelDescription::mesh2grid_edges, &GraphCounts::mesh2grid_edges},
+}};
+
+// Rejects sizes whose activation byte totals could overflow int64: an upper
+// bound on one training step's bytes (every node and edge set at the widest
+// tensor, float64, for every op of every stage) must stay below 2^62.
+void check_byte_totals(const ModelDescription& m, const std::string& source) {
+  using detail::checked_add;
+  using detail::checked_mul;
+  const std::int64_t widest = std::max({3 * m.latent_size, m.grid_input_features, m.mesh_input_features,
+                                        m.output_features, m.edge_features});
+  std::optional<std::int64_t> elements = 0;
+  for (const CountField& f : kCountFields)
+    elements = elements ? checked_add(*elements, m.*(f.member)) : std::nullopt;
+  std::optional<std::int64_t> bound = elements;
+  for (std::int64_t factor : {widest, std::int64_t{8}, m.mlp_hidden_layers + 8, m.processor_steps + 4, std::int64_t{16}})
+    bound = bound ? checked_mul(*bound, factor) : std::nullopt;
+  if (!bound || *bound > detail::kMaxTotalBytes) {
+    const CountField* largest = &kCountFields[0];
+    for (const CountField& f : kCountFields)
+      if (m.*(f.member) > m.*(largest->member)) largest = &f;
+    throw InputError(source, std::string{"/"} + largest->key,
+                     fmt::format("sizes too large: byte totals of a training step would overflow 64-bit arithmetic "
+                                 "({} = {}, latent_size = {})", largest->key, m.*(largest->member), m.latent_size));
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> preset_names() { return kPresets; }
+
+ModelDescription model_from_json(const nlohmann::json& document, const std::string& source) {
+  const detail::FieldReader in(document, source);
+  in.reject_unknown_fields(kFields);
+
+  ModelDescription m;
+  m.name = in.optional_string("name").value_or(std::filesystem::path(source).stem().string());
+  m.architecture = in.string("architecture");
+  if (m.architecture != "graphcast")
+    in.fail("architecture", fmt::format("expected \"graphcast\", got \"{}\"", m.architecture));
+  m.resolution_deg = in.optional_positive_number("resolution_deg");
+  if (in.has("mesh_level")) m.mesh_level = in.non_negative_int("mesh_level", 10);
+  m.radius_query_fraction = in.optional_positive_number("radius_query_fraction");
+
+  m.latent_size = in.positive_int("latent_size", kMaxWidth);
+  m.mlp_hidden_layers = in.positive_int("mlp_hidden_layers", kMaxHiddenLayers);
+  m.processor_steps = in.positive_int("processor_steps", kMaxSteps);
+  m.grid_input_features = in.positive_int("grid_input_features", kMaxWidth);
+  m.mesh_input_features = in.positive_int("mesh_input_features", kMaxWidth);
+  m.edge_features = in.positive_int("edge_features", kMaxWidth);
+  m.output_features = in.positive_int("output_features", kMaxWidth);
+
+  // Explicit counts win; missing ones come from the geometry, if given.
+  bool needs_geometry = false;
+  for (const CountField& f : kCountFields) {
+    if (in.has(f.key))
+      m.*(f.member) = in.positive_int(f.key, kMaxCount);
+    else
+      needs_geometry = true;
+  }
+  if (needs_geometry) {
+    for (const CountField& f : kCountFields) {
+      if (in.has(f.key)) continue;
+      if (!m.resolution_deg || !m.mesh_level)
+        in.fail(f.key, "missing required field (give it, or give resolution_deg and mesh_level to compute it)");
+    }
+    GeometrySpec spec;
+    spec.resolution_deg = *m.resolution_deg;
+    spec.mesh_level = static_cast<int>(*m.mesh_level);
+    spec.radius_query_fraction = m.radius_query_fraction.value_or(spec.radius_query_fraction);
+    GraphCounts counts;
+    try {
+      counts = compute_graph_counts(spec);
+    } catch (const InputError& e) {
+      throw InputError(source, e.source() == "--resolution" ? "/resolution_deg" : "/mesh_level", e.message());
+    }
+    for (const CountField& f : kCountFields)
+      if (!in.has(f.key)) m.*(f.member) = counts.*(f.computed);
+  }
+  check_byte_totals(m, source);
+  return m;
+}
+
+ModelDescription load_model(std::string_view preset_or_path) {
+  const std::string name{preset_or_path};
+  if (std::find(kPresets.begin(), kPresets.end(), name) != kPresets.end()) {
+    const auto text = detail::embedded_file(name + ".json");
+    if (!text) throw std::logic_error("preset " + name + " is not embedded");
+    return model_from_json(detail::parse_json(*text, name), name);
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(name, ec))
+    throw InputError("--model", "",
+                     fmt::format("'{}' is neither a preset ({}) nor a readable file{}", name,
+                                 fmt::join(kPresets, ", "), did_you_mean(name, kPresets)));
+  return model_from_json(detail::read_json_file(name), name);
+}
+
+nlohmann::json to_json(const ModelDescription& m) {
+  nlohmann::json j;
+  j["name"] = m.name;
+  j["architecture"] = m.architecture;
+  if (m.resolution_deg) j["resolution_deg"] = *m.resolution_deg;
+  if (m.mesh_level) j["mesh_level"] = *m.mesh_level;
+  if (m.radius_query_fraction) j["radius_query_fraction"] = *m.radius_query_fraction;
+  for (const CountField& f : kCountFields) j[f.key] = m.*(f.member);
+  j["latent_size"] = m.latent_size;
+  j["mlp_hidden_layers"] = m.mlp_hidden_layers;
+  j["processor_steps"] = m.processor_steps;
+  j["grid_input_features"] = m.grid_input_features;
+  j["mesh_input_features"] = m.mesh_input_features;
+  j["edge_features"] = m.edge_features;
+  j["output_features"] = m.output_features;
+  return j;
+}
+
+std::string fingerprint(const ModelDescription& m) {
+  // FNV-1a over the cost-relevant fields in a fixed order.
+  std::uint64_t hash = 14695981039346656037ull;
+  auto mix = [&hash](std::int64_t value) {
+    for (int byte = 0; byte < 8; ++byte) {
+      hash ^= static_cast<std::uint64_t>(value >> (8 * byte)) & 0xffu;
+      hash *= 1099511628211ull;
+    }
+  };
+  for (const CountField& f : kCountFields) mix(m.*(f.member));
+  for (std::int64_t v : {m.latent_size, m.mlp_hidden_layers, m.processor_steps, m.grid_input_features,
+                         m.mesh_input_features, m.edge_features, m.output_features})
+    mix(v);
+  return fmt::format("{:016x}", hash);
+}
+
+}  // namespace actmem

@@ -1,0 +1,101 @@
+#include "actmem/plan_document.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "actmem/error.h"
+#include "actmem/simulator.h"
+#include "json_fields.h"
+
+namespace actmem {
+
+PlanDocument read_plan_document(const std::string& path) {
+  const nlohmann::json document = detail::read_json_file(path);
+  const detail::FieldReader in(document, path);
+  in.reject_unknown_fields({"format", "version", "model", "run", "device", "budget_bytes", "stages", "checkpoints",
+                            "edge_blocks", "predicted", "exports"});
+  if (in.has("format") && in.string("format") != "actmem.plan")
+    in.fail("format", fmt::format("expected \"actmem.plan\", got \"{}\"", in.string("format")));
+  if (in.has("version") && in.positive_int("version", 1000) != 1)
+    in.fail("version", fmt::format("expected 1 (this actmem reads plan format version 1), got {}",
+                                   detail::describe(in.value("version"))));
+  PlanDocument d;
+  d.source = path;
+  if (in.has("model")) {
+    nlohmann::json model = in.value("model");
+    const std::string claimed = model.value("fingerprint", "");
+    try {
+      d.model = model_from_json(model, path);
+    } catch (const InputError& e) {
+      throw InputError(path, "/model" + e.field(), e.message());
+    }
+    if (!claimed.empty() && claimed != fingerprint(*d.model))
+      throw InputError(path, "/model/fingerprint",
+                       fmt::format("expected {} for the model described here, got {} (was the file edited?)",
+                                   fingerprint(*d.model), claimed));
+  }
+  if (in.has("run")) d.run = run_options_from_json(in.value("run"), path, "/run");
+  if (in.has("device")) d.device = device_from_json(in.value("device"), path, "/device");
+  if (in.has("budget_bytes")) d.budget_bytes = in.positive_int("budget_bytes", std::int64_t{1} << 62);
+  d.plan = nlohmann::json::object();
+  for (const char* key : {"stages", "checkpoints", "edge_blocks"})
+    if (in.has(key)) d.plan[key] = in.value(key);
+  if (!d.plan.contains("checkpoints")) in.fail("checkpoints", "missing required field");
+  return d;
+}
+
+Plan plan_for(const PlanDocument& d, const CostGraph& graph) {
+  if (d.model && fingerprint(*d.model) != fingerprint(graph.model()))
+    throw InputError(d.source, "/model/fingerprint",
+                     fmt::format("plan was made for model '{}' ({}), not for '{}' ({})", d.model->name,
+                                 fingerprint(*d.model), graph.model().name, fingerprint(graph.model())));
+  if (d.plan.contains("stages") && d.plan["stages"] != nlohmann::json(graph.stages()))
+    throw InputError(d.source, "/stages",
+                     fmt::format("expected the stage chain of '{}' (encoder, mesh_edge_embed, processor.0..{}, decoder)",
+                                 graph.model().name, graph.stages().size() - 4));
+  return plan_from_json(d.plan, graph.stages(), edges_per_stage(graph), d.source);
+}
+
+nlohmann::json plan_document_json(const CostGraph& graph, const Device& device, std::int64_t budget_bytes,
+                                  const Plan& plan, const Report& predicted, const nlohmann::json& exports) {
+  nlohmann::json model = to_json(graph.model());
+  model["fingerprint"] = fingerprint(graph.model());
+  return nlohmann::json{{"format", "actmem.plan"},
+                        {"version", 1},
+                        {"model", model},
+                        {"run", to_json(graph.run())},
+                        {"device", to_json(device)},
+                        {"budget_bytes", budget_bytes},
+                        {"stages", graph.stages()},
+                        {"checkpoints", checkpoints_to_json(plan.checkpoints, graph.stages())},
+                        {"edge_blocks", edge_blocks_to_json(plan, graph.stages())},
+                        {"predicted", to_json(predicted)},
+                        {"exports", exports}};
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::string name = ".";  // (built in steps: GCC 12 warns falsely on "." + string)
+  name += target.filename().string();
+  name += ".XXXXXX";
+  std::string temporary = (folder / name).string();
+  const int fd = ::mkstemp(temporary.data());
+  if (fd < 0) throw InputError(path, "", "cannot create a file in " + folder.string());
+  ::fchmod(fd, 0644);  // mkstemp makes 0600; a plan is meant to be shared
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ok = (::fsync(fd) == 0) && ok;
+  ok = (::close(fd) == 0) && ok;
+  if (!ok || std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::remove(temporary.c_str());
+    throw InputError(path, "", "cannot write the file");
+  }
+}
+
+}  // namespace actmem
