@@ -43,7 +43,7 @@ Device device_from_json(const nlohmann::json& object, const std::string& source,
   d.id = in.string("id");
   d.name = in.optional_string("name").value_or(d.id);
   d.memory_bytes = in.positive_int("memory_bytes", std::int64_t{1} << 52);
-  d.reserve_bytes = in.has("reserve_bytes") ? in.non_negative_int("reserve_bytes", d.memory_bytes) : 0;
+  d.reserve_bytes = in.has("reserve_bytes") ? in.non_negative_int("reserve_bytes", std::int64_t{1} << 52) : 0;
   if (d.reserve_bytes >= d.memory_bytes)
     in.fail("reserve_bytes", fmt::format("expected less than memory_bytes ({}), got {}", d.memory_bytes, d.reserve_bytes));
   if (in.has("peak_bf16_flops") && !in.value("peak_bf16_flops").is_null())

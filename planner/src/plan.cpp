@@ -33,7 +33,7 @@ int stage_index(const nlohmann::json& value, const std::vector<std::string>& sta
   if (it == stages.end())
     throw InputError(source, pointer, fmt::format("unknown stage '{}'{}; stages are encoder, mesh_edge_embed, "
                                                   "processor.0..processor.{}, decoder",
-                                                  name, did_you_mean(name, stages), stages.size() - 3));
+                                                  name, did_you_mean(name, stages), stages.size() - 4));
   return static_cast<int>(it - stages.begin());
 }
 

@@ -56,6 +56,7 @@ class Simulation {
     // Backward starts from d(loss)/d(loss) = 1 for every rollout step's loss.
     for (const Op& op : g_.ops())
       if (op.kind == OpKind::mse_loss) grad(op.outputs.front()) = allocate(4, kGradients, 1);
+    for (int b : losses_) release(b);
     backward(schedule_.items);
     phase_peak_dynamic_ = peak_dynamic_;
 
@@ -214,6 +215,11 @@ class Simulation {
       if (!made_here(t) || current(t) < 0) continue;
       if (!block_internal_[static_cast<std::size_t>(t)]) --uses_[static_cast<std::size_t>(t)];
       release(current(t));
+    }
+    // The caller holds each loss until the backward pass starts from it.
+    if (op.kind == OpKind::mse_loss && current(op.outputs.front()) >= 0) {
+      retain(current(op.outputs.front()));
+      losses_.push_back(current(op.outputs.front()));
     }
     // The +1 taken at allocation: outputs nobody holds die now.
     for (TensorId t : op.outputs)
@@ -453,6 +459,7 @@ class Simulation {
   std::vector<std::vector<int>> saved_;        // per saving op execution, in forward order
   std::vector<std::vector<int>> kept_inputs_;  // per checkpoint execution, in forward order
   std::vector<std::vector<int>> deferred_;     // saved buffers released at the end of a region's backward
+  std::vector<int> losses_;                    // held by the caller until backward
   int context_ = 0;
   int context_count_ = 0;
   bool in_recompute_ = false;

@@ -1,0 +1,102 @@
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "actmem/error.h"
+#include "actmem/plan.h"
+#include "actmem/plan_document.h"
+#include "actmem/simulator.h"
+#include "test_models.h"
+
+using namespace actmem;
+
+namespace {
+
+const CostGraph& tiny_graph() {
+  static const CostGraph g = CostGraph::build(testing::tiny_model(), RunOptions{});
+  return g;
+}
+
+Plan parse(const char* text) {
+  return plan_from_json(nlohmann::json::parse(text), tiny_graph().stages(), edges_per_stage(tiny_graph()), "p.json");
+}
+
+}  // namespace
+
+TEST_SUITE("plan") {
+  TEST_CASE("plans: regions, nesting and blocks parse and print back") {
+    const Plan p = parse(R"({"checkpoints": [{"from": "processor.0", "to": "processor.3",
+                              "inner": [{"from": "processor.2", "to": "processor.3"}]},
+                             {"from": "encoder", "to": "encoder"}],
+                             "edge_blocks": {"encoder": 7, "processor.1": 3}})");
+    REQUIRE(p.checkpoints.size() == 2);
+    CHECK(p.checkpoints[0] == Region{0, 0, {}});  // sorted by position
+    CHECK(p.checkpoints[1].inner.size() == 1);
+    CHECK(p.edge_blocks[0] == 7);
+    CHECK(p.edge_blocks[3] == 3);
+    const nlohmann::json back{{"checkpoints", checkpoints_to_json(p.checkpoints, tiny_graph().stages())},
+                              {"edge_blocks", edge_blocks_to_json(p, tiny_graph().stages())}};
+    CHECK(plan_from_json(back, tiny_graph().stages(), edges_per_stage(tiny_graph()), "back") == p);
+  }
+
+  TEST_CASE("plans: bad regions and blocks are errors naming the field") {
+    struct Case {
+      const char* name;
+      const char* text;
+      const char* message;
+    };
+    const Case cases[] = {
+        {"unknown stage", R"({"checkpoints": [{"from": "procesor.1", "to": "decoder"}]})",
+         "p.json: /checkpoints/0/from: unknown stage 'procesor.1' (did you mean 'processor.1'?); stages are encoder, "
+         "mesh_edge_embed, processor.0..processor.3, decoder"},
+        {"overlap", R"({"checkpoints": [{"from": "encoder", "to": "processor.1"}, {"from": "processor.0", "to": "decoder"}]})",
+         "p.json: /checkpoints/1: region processor.0..decoder overlaps region encoder..processor.1"},
+        {"backwards", R"({"checkpoints": [{"from": "decoder", "to": "encoder"}]})",
+         "p.json: /checkpoints/0: region runs backwards: 'decoder' comes after 'encoder'"},
+        {"inner outside", R"({"checkpoints": [{"from": "processor.0", "to": "processor.1", "inner": [{"from": "processor.1", "to": "processor.2"}]}]})",
+         "p.json: /checkpoints/0/inner/0: inner region processor.1..processor.2 lies outside its enclosing region "
+         "processor.0..processor.1"},
+        {"zero blocks", R"({"checkpoints": [], "edge_blocks": {"encoder": 0}})",
+         "p.json: /edge_blocks/encoder: expected a positive integer, got 0"},
+        {"too many blocks", R"({"checkpoints": [], "edge_blocks": {"encoder": 3001}})",
+         "p.json: /edge_blocks/encoder: expected a positive integer of at most 3000, got 3001"},
+        {"no edge update", R"({"checkpoints": [], "edge_blocks": {"mesh_edge_embed": 2}})",
+         "p.json: /edge_blocks/mesh_edge_embed: stage has no edge update to block (only encoder, processor.k and decoder do)"},
+        {"not a list", R"({"checkpoints": {"from": "encoder"}})",
+         "p.json: /checkpoints: expected a list of regions, got {\"from\":\"encoder\"}"},
+        {"missing to", R"({"checkpoints": [{"from": "encoder"}]})", "p.json: /checkpoints/0/to: missing required field"},
+    };
+    for (const Case& c : cases) {
+      CAPTURE(c.name);
+      CHECK_THROWS_WITH_AS(parse(c.text), c.message, InputError);
+    }
+  }
+
+  TEST_CASE("plans: built-in plans have the documented shape") {
+    const auto& stages = tiny_graph().stages();
+    const auto edges = edges_per_stage(tiny_graph());
+    CHECK(builtin_plan("none", stages, edges).checkpoints.empty());
+    CHECK(builtin_plan("full", stages, edges).checkpoints.size() == stages.size());
+    const Plan every = builtin_plan("every:3", stages, edges);
+    REQUIRE(every.checkpoints.size() == 2);
+    CHECK(every.checkpoints[0] == Region{2, 4, {}});
+    CHECK(every.checkpoints[1] == Region{5, 5, {}});
+    const Plan dm = builtin_plan("deepmind:5", stages, edges);
+    CHECK(dm.edge_blocks.front() == 5);
+    CHECK(dm.edge_blocks.back() == 5);
+    CHECK(dm.checkpoints.front() == Region{0, 0, {}});
+    CHECK(dm.checkpoints.back() == Region{6, 6, {}});
+    CHECK_THROWS_WITH_AS(builtin_plan("every:0", stages, edges), "--plan: expected every:N with N a positive integer, got 'every:0'",
+                         InputError);
+    CHECK_THROWS_AS(builtin_plan("sometimes", stages, edges), InputError);
+  }
+
+  TEST_CASE("plan documents: a plan for another model is refused") {
+    PlanDocument d;
+    d.model = testing::tiny_model(3);
+    d.plan = nlohmann::json{{"checkpoints", nlohmann::json::array()}};
+    d.source = "other.json";
+    CHECK_THROWS_WITH_AS(plan_for(d, tiny_graph()), doctest::Contains("other.json: /model/fingerprint: plan was made for model"),
+                         InputError);
+  }
+}

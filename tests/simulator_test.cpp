@@ -1,0 +1,149 @@
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "actmem/device.h"
+#include "actmem/simulator.h"
+#include "test_models.h"
+
+using namespace actmem;
+
+namespace {
+
+RunOptions pytorch_float32() {
+  RunOptions run;
+  run.framework = Framework::pytorch;
+  run.dtype = DType::float32;
+  return run;
+}
+
+Report run_plan(const CostGraph& g, const Plan& plan, bool timeline = false) {
+  SimulationOptions options;
+  options.record_timeline = timeline;
+  const Device device = load_device("a100-80gb");
+  return simulate(g, device, device.memory_bytes, plan, options);
+}
+
+Plan builtin(const CostGraph& g, const char* name) { return builtin_plan(name, g.stages(), edges_per_stage(g)); }
+
+}  // namespace
+
+TEST_SUITE("simulator") {
+  TEST_CASE("simulator: with no checkpoints, what is held after forward is every saved tensor, counted by hand") {
+    // tiny model, float32, latent 64: a grid-row tensor of width 64 is
+    // 2000*64*4 = 512000 bytes, a mesh-row one 128000, an edge-row one
+    // 768000 (3000 edges) or 1536000 (6000 edges). Each MLP saves its
+    // hidden pre-activation (by silu), the silu output (by the second
+    // linear), the second linear's output (by layer_norm) and mean/rstd
+    // (rows*2*4); the first linear saves its input.
+    const std::int64_t encoder = 3 * 512000 + 16000        // grid embed
+                                 + 3 * 128000 + 4000       // mesh embed
+                                 + 3 * 768000 + 24000      // grid2mesh edge embed
+                                 + 3 * 768000 + 2304000 + 24000  // edge MLP + its 192-wide input
+                                 + 3 * 128000 + 256000 + 4000    // mesh node MLP + its input
+                                 + 512000 + 3 * 512000 + 16000;  // grid node MLP input (the embedding) + MLP
+    const std::int64_t mesh_edge_embed = 3 * 768000 + 24000;
+    const std::int64_t processor = 4 * ((3 * 768000 + 2304000 + 24000) + (3 * 128000 + 256000 + 4000));
+    const std::int64_t decoder = (3 * 1536000 + 48000)                  // mesh2grid edge embed
+                                 + (3 * 1536000 + 4608000 + 48000)      // edge MLP + input
+                                 + (3 * 512000 + 1024000 + 16000)       // grid node MLP + input
+                                 + 3 * 512000 + 80000;                  // output MLP: input, hidden, silu; prediction (by the loss)
+    const CostGraph g = CostGraph::build(testing::tiny_model(), pytorch_float32());
+    CHECK(run_plan(g, empty_plan(g.stages())).activation_bytes_after_forward ==
+          encoder + mesh_edge_embed + processor + decoder + 4 /* the loss */);
+  }
+
+  TEST_CASE("simulator: nothing leaks — after backward only parameter gradients remain") {
+    struct Case {
+      const char* plan;
+      Framework framework;
+    };
+    const Case cases[] = {{"none", Framework::pytorch}, {"full", Framework::pytorch}, {"every:2", Framework::pytorch},
+                          {"deepmind:3", Framework::pytorch}, {"none", Framework::jax}, {"full", Framework::jax},
+                          {"deepmind:5", Framework::jax}};
+    for (const Case& c : cases) {
+      for (std::int64_t rollout : {1, 3}) {
+        CAPTURE(c.plan);
+        CAPTURE(rollout);
+        RunOptions run = pytorch_float32();
+        run.framework = c.framework;
+        run.rollout = rollout;
+        const CostGraph g = CostGraph::build(testing::tiny_model(), run);
+        const Report r = run_plan(g, builtin(g, c.plan), true);
+        REQUIRE_FALSE(r.timeline.empty());
+        const TimelinePoint& last = r.timeline.back();
+        CHECK(last.at.pass == Pass::optimizer);
+        CHECK(last.live.activations == 0);
+        // The decoder's unused mesh-node MLP never gets a gradient.
+        const std::int64_t unused = 4 * (64 * 64 + 64 + 64 * 64 + 64 + 2 * 64);
+        CHECK(last.live.gradients == g.parameter_bytes() - unused);
+        // The reported peak is the timeline's maximum.
+        std::int64_t most = 0;
+        for (const TimelinePoint& p : r.timeline) most = std::max(most, p.live.total());
+        CHECK(r.peak_bytes >= most);
+        CHECK(r.peak_dynamic_bytes + g.parameter_bytes() * 3 + g.input_bytes() +
+                  load_device("a100-80gb").reserve_bytes >= r.peak_bytes);
+      }
+    }
+  }
+
+  TEST_CASE("simulator: checkpoints trade memory held after forward for recompute FLOPs") {
+    const CostGraph g = CostGraph::build(testing::tiny_model(), pytorch_float32());
+    const Report none = run_plan(g, builtin(g, "none"));
+    const Report every2 = run_plan(g, builtin(g, "every:2"));
+    const Report full = run_plan(g, builtin(g, "full"));
+    CHECK(none.recompute_flops == 0);
+    CHECK(full.activation_bytes_after_forward < every2.activation_bytes_after_forward);
+    CHECK(every2.activation_bytes_after_forward < none.activation_bytes_after_forward);
+    // Full recomputes every stage's forward exactly once (the loss excluded).
+    double loss_flops = 0;
+    for (const Op& op : g.ops())
+      if (op.stage == static_cast<int>(g.stages().size())) loss_flops += op.forward_flops;
+    CHECK(full.recompute_flops == doctest::Approx(none.forward_flops - loss_flops));
+    CHECK(full.forward_flops == doctest::Approx(none.forward_flops));
+    CHECK(full.backward_flops == doctest::Approx(none.backward_flops));
+    CHECK(full.step_time_s > none.step_time_s);
+  }
+
+  TEST_CASE("simulator: one edge block is the same as no blocking; blocks cost a recompute of the edge update") {
+    const CostGraph g = CostGraph::build(testing::tiny_model(), pytorch_float32());
+    Plan one = empty_plan(g.stages());
+    one.edge_blocks[2] = 1;
+    CHECK(run_plan(g, one).peak_bytes == run_plan(g, empty_plan(g.stages())).peak_bytes);
+    Plan blocked = empty_plan(g.stages());
+    blocked.edge_blocks[2] = 3;  // processor.0
+    const Report b = run_plan(g, blocked);
+    const Report n = run_plan(g, empty_plan(g.stages()));
+    // The blocked edge update keeps only its inputs: its 4 saved edge
+    // tensors (3 of width 64 + the 192-wide input) and LayerNorm stats go,
+    // but the block checkpoints now keep the edge latent (768000) and the
+    // mesh latent (128000) that nothing kept before.
+    CHECK(n.activation_bytes_after_forward - b.activation_bytes_after_forward ==
+          (3 * 768000 + 2304000 + 24000) - (768000 + 128000));
+    double edge_flops = 0;
+    for (const Op& op : g.ops())
+      if (op.stage == 2 && op.edge_update) edge_flops += op.forward_flops;
+    CHECK(b.recompute_flops == doctest::Approx(edge_flops));
+  }
+
+  TEST_CASE("simulator: the peak grows linearly with batch for a fixed plan, parameters aside") {
+    RunOptions run = pytorch_float32();
+    const CostGraph g1 = CostGraph::build(testing::tiny_model(), run);
+    run.batch = 2;
+    const CostGraph g2 = CostGraph::build(testing::tiny_model(), run);
+    const Report a = run_plan(g1, builtin(g1, "none"));
+    const Report b = run_plan(g2, builtin(g2, "none"));
+    CHECK(b.activation_bytes_after_forward == 2 * a.activation_bytes_after_forward - 4);
+  }
+
+  TEST_CASE("simulator: the peak is located and the budget decides fits") {
+    const CostGraph g = CostGraph::build(testing::tiny_model(), pytorch_float32());
+    Device d = load_device("a100-80gb");
+    const Report r = simulate(g, d, d.memory_bytes, empty_plan(g.stages()));
+    CHECK(r.fits);
+    CHECK_FALSE(r.peak_at.op.empty());
+    const Report tight = simulate(g, d, r.peak_bytes - 1, empty_plan(g.stages()));
+    CHECK_FALSE(tight.fits);
+    CHECK(simulate(g, d, r.peak_bytes, empty_plan(g.stages())).fits);
+  }
+}
