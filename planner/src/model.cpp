@@ -114,7 +114,11 @@ ModelDescription model_from_json(const nlohmann::json& document, const std::stri
     try {
       counts = compute_graph_counts(spec);
     } catch (const InputError& e) {
-      throw InputError(source, e.source() == "--resolution" ? "/resolution_deg" : "/mesh_level", e.message());
+      // The geometry names command-line options; a model file names fields.
+      const std::string field = e.source() == "--resolution"        ? "/resolution_deg"
+                                : e.source() == "--radius-fraction" ? "/radius_query_fraction"
+                                                                    : "/mesh_level";
+      throw InputError(source, field, e.message());
     }
     for (const CountField& f : kCountFields)
       if (!in.has(f.key)) m.*(f.member) = counts.*(f.computed);

@@ -1,0 +1,3 @@
+# Geometry tests; included by tests/CMakeLists.txt.
+target_sources(actmem_tests PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/geometry_test.cpp)
