@@ -35,7 +35,9 @@ TEST_SUITE("simulator") {
     // 768000 (3000 edges) or 1536000 (6000 edges). Each MLP saves its
     // hidden pre-activation (by silu), the silu output (by the second
     // linear), the second linear's output (by layer_norm) and mean/rstd
-    // (rows*2*4); the first linear saves its input.
+    // (rows*2*4); the first linear saves its input. PyTorch's index_add keeps
+    // its source (the updated edges, width 64) and the 0-d MSE loss holds a
+    // prediction-sized buffer (docs/pytorch-memory-profile.md).
     const std::int64_t encoder = 3 * 512000 + 16000        // grid embed
                                  + 3 * 128000 + 4000       // mesh embed
                                  + 3 * 768000 + 24000      // grid2mesh edge embed
@@ -49,8 +51,12 @@ TEST_SUITE("simulator") {
                                  + (3 * 512000 + 1024000 + 16000)       // grid node MLP + input
                                  + 3 * 512000 + 80000;                  // output MLP: input, hidden, silu; prediction (by the loss)
     const CostGraph g = CostGraph::build(testing::tiny_model(), pytorch_float32());
+    const std::int64_t index_add_sources = 768000 + 4 * 768000 + 1536000;
+    const std::int64_t loss = 2000 * 10 * 4;
     CHECK(run_plan(g, empty_plan(g.stages())).activation_bytes_after_forward ==
-          encoder + mesh_edge_embed + processor + decoder + 4 /* the loss */);
+          encoder + mesh_edge_embed + processor + decoder + index_add_sources + loss);
+    // Measured by integrations/pytorch/measure.py on this model: 58,610,208
+    // bytes (2,208 bytes of allocator noise); predicted here: 58,608,000.
   }
 
   TEST_CASE("simulator: nothing leaks — after backward only parameter gradients remain") {
@@ -133,7 +139,7 @@ TEST_SUITE("simulator") {
     const CostGraph g2 = CostGraph::build(testing::tiny_model(), run);
     const Report a = run_plan(g1, builtin(g1, "none"));
     const Report b = run_plan(g2, builtin(g2, "none"));
-    CHECK(b.activation_bytes_after_forward == 2 * a.activation_bytes_after_forward - 4);
+    CHECK(b.activation_bytes_after_forward == 2 * a.activation_bytes_after_forward);
   }
 
   TEST_CASE("simulator: the peak is located and the budget decides fits") {

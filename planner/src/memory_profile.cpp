@@ -5,35 +5,37 @@ namespace {
 
 constexpr std::uint32_t bit(int i) { return std::uint32_t{1} << i; }
 
-void set(MemoryProfile& p, OpKind kind, OpMemoryRule rule) { p.rules[static_cast<int>(kind)] = rule; }
+OpMemoryRule& rule(MemoryProfile& p, OpKind kind) { return p.rules[static_cast<int>(kind)]; }
 
 }  // namespace
 
 MemoryProfile memory_profile(Framework framework, DType dtype) {
   MemoryProfile p;
   p.framework = framework;
-  // Rules common to both frameworks (measured for PyTorch 1.13 with
-  // saved_tensors_hooks, integrations/pytorch/measure_saved.py; the JAX
-  // residuals follow from its differentiation rules and are documented as
-  // assumptions in docs/cost-model.md).
-  set(p, OpKind::linear, {bit(0), 0, false, true});           // x (weight is a parameter)
-  set(p, OpKind::silu, {bit(0), 0, false, true});             // x
-  set(p, OpKind::layer_norm, {bit(0), bit(1), false, true});  // x, and mean/rstd
-  set(p, OpKind::gather, {0, 0, false, true});                // only the index (an input)
-  set(p, OpKind::concat, {0, 0, true, true});                 // backward: views of the gradient
-  set(p, OpKind::zeros, {0, 0, false, true});
-  set(p, OpKind::scatter_add, {0, 0, false, true});           // only the index
-  set(p, OpKind::add, {0, 0, true, true});                    // backward: the gradient passes through
-  set(p, OpKind::mse_loss, {bit(0), 0, false, true});         // prediction (target is an input)
-  set(p, OpKind::next_input, {0, 0, true, true});             // a concat
-  if (framework == Framework::jax) {
+  // Rules common to both frameworks: the residuals of each op's derivative.
+  rule(p, OpKind::linear).saved_inputs = bit(0);                // x (the weight is a parameter)
+  rule(p, OpKind::silu).saved_inputs = bit(0);                  // x
+  rule(p, OpKind::layer_norm) = {bit(0), bit(1), false, true};  // x, and mean/rstd
+  rule(p, OpKind::concat).grads_alias_output = true;            // backward: views of the gradient
+  rule(p, OpKind::add).grads_alias_output = true;               // backward: the gradient passes through
+  rule(p, OpKind::mse_loss).saved_inputs = bit(0);              // prediction (the target is an input)
+  rule(p, OpKind::next_input).grads_alias_output = true;        // a concat
+  // gather and scatter_add keep only their index (an input).
+
+  if (framework == Framework::pytorch) {
+    // Measured on torch 1.13 (docs/pytorch-memory-profile.md, tables 1–2).
+    rule(p, OpKind::scatter_add).saved_inputs = bit(2);   // index_add keeps its source
+    rule(p, OpKind::mse_loss).output_sized_like_input = 0;
+    rule(p, OpKind::gather).backward_scratch_copies = 1;
+    p.accumulate_out_of_place = true;
+    p.nested_recompute_keeps_outputs = true;
+  } else {
     // XLA fuses the gathers into the concat that consumes them and scatters
     // into the accumulator in place: neither gets a buffer of its own.
-    set(p, OpKind::gather, {0, 0, false, false});
-    set(p, OpKind::zeros, {0, 0, false, false});
-    p.accumulate_needs_unique_owner = false;
-    p.hold_recomputed_until_region_end = false;
-    p.nested_checkpoints_keep_inputs = false;
+    rule(p, OpKind::gather).output_materialized = false;
+    rule(p, OpKind::zeros).output_materialized = false;
+    p.accumulate_out_of_place = false;
+    p.nested_recompute_keeps_outputs = false;
     p.parameter_cast_bytes = dtype == DType::float32 ? 0 : element_bytes(dtype);
   }
   return p;

@@ -30,6 +30,20 @@ std::vector<TensorId> external_inputs(const CostGraph& g, const std::vector<Item
   return external;
 }
 
+std::vector<TensorId> region_outputs(const CostGraph& g, const std::vector<Item>& items) {
+  std::set<OpId> inside;
+  collect_ops(items, inside);
+  std::vector<TensorId> out;
+  for (OpId id : inside)
+    for (TensorId t : g.op(id).outputs)
+      for (OpId consumer : g.consumers(t))
+        if (!inside.count(consumer)) {
+          out.push_back(t);
+          break;
+        }
+  return out;
+}
+
 Item make_blocks(const CostGraph& g, std::vector<Item> ops, std::int64_t edges, std::int64_t blocks) {
   Item item;
   item.kind = Item::Kind::blocks;
@@ -41,6 +55,7 @@ Item make_blocks(const CostGraph& g, std::vector<Item> ops, std::int64_t edges, 
       if (t != item.output) item.internal.push_back(t);
   for (std::int64_t rows : block_sizes(edges, blocks)) item.block_rows.push_back(rows * g.run().batch);
   item.external_inputs = external_inputs(g, ops);
+  item.outputs = {item.output};
   item.children = std::move(ops);
   return item;
 }
@@ -55,7 +70,8 @@ std::vector<Item> stage_items(const CostGraph& g, const std::vector<OpId>& ops, 
     edge_update.clear();
   };
   for (OpId id : ops) {
-    Item op{Item::Kind::op, id, {}, {}, {}, {}, -1, -1, {}};
+    Item op;
+    op.op = id;
     if (blocks > 1 && g.op(id).edge_update) {
       edge_update.push_back(std::move(op));
       continue;
@@ -78,6 +94,7 @@ std::vector<Item> wrap(const CostGraph& g, const std::vector<Region>& regions,
       r.kind = Item::Kind::region;
       r.children = wrap(g, region->inner, per_stage, region->from, region->to);
       r.external_inputs = external_inputs(g, r.children);
+      r.outputs = region_outputs(g, r.children);
       items.push_back(std::move(r));
       s = region->to + 1;
       ++region;
@@ -114,7 +131,11 @@ Schedule build_schedule(const CostGraph& g, const Plan& plan) {
       if (static_cast<std::size_t>(ops[i].stage) < stage_count)
         stage_ops[static_cast<std::size_t>(ops[i].stage)].push_back(static_cast<OpId>(i));
       else
-        loss.push_back({Item::Kind::op, static_cast<OpId>(i), {}, {}, {}, {}, -1, -1, {}});
+        {
+        Item op;
+        op.op = static_cast<OpId>(i);
+        loss.push_back(std::move(op));
+      }
     }
     std::vector<std::vector<Item>> per_stage(stage_count);
     for (std::size_t s = 0; s < stage_count; ++s) per_stage[s] = stage_items(g, stage_ops[s], edges[s], plan.edge_blocks[s]);

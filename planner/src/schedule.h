@@ -23,6 +23,8 @@ struct Item {
   // Region and blocks: activations consumed inside but made outside (what
   // the checkpoint keeps).
   std::vector<TensorId> external_inputs;
+  // Region and blocks: activations made inside and consumed outside.
+  std::vector<TensorId> outputs;
 
   // Blocks only.
   std::vector<std::int64_t> block_rows;  // rows of each block: sizes differ by at most 1

@@ -165,7 +165,7 @@ class Simulation {
       switch (item.kind) {
         case Item::Kind::op: forward_op(item.op, saving, block_rows, block, pass); break;
         case Item::Kind::region:
-          keep_inputs(saving, item);
+          keep_inputs(saving, item.external_inputs);
           forward(item.children, false, block_rows, block, pass);
           break;
         case Item::Kind::blocks: forward_blocks(item, saving, pass); break;
@@ -173,16 +173,14 @@ class Simulation {
     }
   }
 
-  // A checkpoint keeps its inputs until its backward. Which execution of a
-  // checkpoint is the one whose inputs are kept depends on the framework
-  // (MemoryProfile::nested_checkpoints_keep_inputs): PyTorch's closure keeps
-  // those of the original forward pass, nested or not, and never those of a
-  // recomputation; JAX keeps those of the execution at the saving level.
-  void keep_inputs(bool saving, const Item& item) {
-    const bool keep = profile_.nested_checkpoints_keep_inputs ? !in_recompute_ : saving;
-    if (!keep) return;
+  // A checkpoint keeps its inputs until its backward, from the execution at
+  // the saving level: the forward pass for top-level regions, the parent's
+  // recomputation for nested ones (whose forward-pass inputs the parent's
+  // checkpoint drops).
+  void keep_inputs(bool saving, const std::vector<TensorId>& inputs) {
+    if (!saving) return;
     std::vector<int> kept;
-    for (TensorId t : item.external_inputs) {
+    for (TensorId t : inputs) {
       const int b = current(t);
       if (b < 0) continue;
       retain(b);
@@ -200,7 +198,10 @@ class Simulation {
       // In a block, the edge update's output is held for the concat of blocks.
       const bool block_output = collecting_block_output_ && !block_internal_[static_cast<std::size_t>(t)];
       const int refs = block_output ? 1 : uses_[static_cast<std::size_t>(t)];
-      current(t) = rule.output_materialized ? allocate(bytes_of(t, block_rows), kActivations, refs + 1, t) : -1;
+      const std::int64_t bytes = rule.output_sized_like_input >= 0 && t == op.outputs.front()
+                                     ? bytes_of(op.inputs[static_cast<std::size_t>(rule.output_sized_like_input)], block_rows)
+                                     : bytes_of(t, block_rows);
+      current(t) = rule.output_materialized ? allocate(bytes, kActivations, refs + 1, t) : -1;
     }
     sample(pass, op.step, block, op.name, op.stage);
     if (saving) {
@@ -241,7 +242,7 @@ class Simulation {
   void forward_blocks(const Item& item, bool saving, Pass pass) {
     std::vector<int> outputs;
     for (std::size_t b = 0; b < item.block_rows.size(); ++b) {
-      keep_inputs(saving, item);
+      keep_inputs(saving, item.external_inputs);
       collecting_block_output_ = true;
       forward(item.children, false, item.block_rows[b], static_cast<int>(b), pass);
       collecting_block_output_ = false;
@@ -263,29 +264,36 @@ class Simulation {
       const Item& item = *it;
       switch (item.kind) {
         case Item::Kind::op: backward_op(item.op, block_rows, block); break;
-        case Item::Kind::region: backward_region(item, item.children, 0, block); break;
+        case Item::Kind::region: backward_region(item, 0, block); break;
         case Item::Kind::blocks: backward_blocks(item); break;
       }
     }
   }
 
   // Recompute the region's forward keeping what backward needs, then
-  // differentiate through it; finally let go of what it kept.
-  void backward_region(const Item& item, const std::vector<Item>& children, std::int64_t block_rows, int block) {
+  // differentiate through it; finally let go of what it kept. Saved tensors
+  // are freed one by one as their backward ops run.
+  void backward_region(const Item& item, std::int64_t block_rows, int block) {
     const int saved_context = context_;
-    const bool saved_in_recompute = in_recompute_;
-    begin_context(children);
-    in_recompute_ = true;
-    forward(children, /*saving=*/true, block_rows, block, Pass::recompute);
-    in_recompute_ = saved_in_recompute;
+    begin_context(item.children);
+    // A nested (reentrant) checkpoint holds its recomputed outputs through
+    // its own backward: one extra use that no op consumes.
+    const bool hold_outputs = region_depth_ > 0 && profile_.nested_recompute_keeps_outputs;
+    if (hold_outputs)
+      for (TensorId t : item.outputs)
+        if (made_here(t)) ++uses_[static_cast<std::size_t>(t)];
+    forward(item.children, /*saving=*/true, block_rows, block, Pass::recompute);
+    std::vector<int> held_outputs;
+    if (hold_outputs)
+      for (TensorId t : item.outputs)
+        if (made_here(t) && current(t) >= 0) held_outputs.push_back(current(t));
     context_ = saved_context;
-    deferred_.emplace_back();
-    backward(children, block_rows, block);
-    for (int b : deferred_.back()) release(b);
-    deferred_.pop_back();
+    ++region_depth_;
+    backward(item.children, block_rows, block);
+    --region_depth_;
+    for (int b : held_outputs) release(b);
     for (int b : kept_inputs_.back()) release(b);
     kept_inputs_.pop_back();
-    (void)item;
   }
 
   void backward_blocks(const Item& item) {
@@ -295,7 +303,7 @@ class Simulation {
     for (std::size_t b = item.block_rows.size(); b-- > 0;) {
       if (g >= 0) retain(g);
       grad(item.output) = g;
-      backward_region(item, item.children, item.block_rows[b], static_cast<int>(b));
+      backward_region(item, item.block_rows[b], static_cast<int>(b));
       if (grad(item.output) >= 0) release(grad(item.output));
       grad(item.output) = -1;
     }
@@ -329,7 +337,9 @@ class Simulation {
             param_grad_done_[static_cast<std::size_t>(t)] = 1;
             allocate(x.bytes(), kGradients, 1);  // resident until the optimizer step
           } else {
-            transient += x.bytes();  // computed, then added in place
+            // Computed, then summed: in place (XLA), or out of place with
+            // old, new and sum alive together (PyTorch).
+            transient += x.bytes() * (profile_.accumulate_out_of_place ? 2 : 1);
           }
           continue;
         }
@@ -346,6 +356,8 @@ class Simulation {
         const bool sliced = block_rows > 0 && rule.grads_alias_output && !block_internal_[static_cast<std::size_t>(t)];
         contributions.push_back({t, c, sliced});
       }
+      if (rule.backward_scratch_copies > 0)
+        transient += rule.backward_scratch_copies * bytes_of(op.inputs.front(), block_rows);
       live_[kWorkspace] += transient;
       sample(Pass::backward, op.step, block, op.name, op.stage);
       live_[kWorkspace] -= transient;
@@ -355,11 +367,7 @@ class Simulation {
       if (grad(t) >= 0) release(grad(t));
       grad(t) = -1;
     }
-    if (profile_.hold_recomputed_until_region_end && !deferred_.empty()) {
-      deferred_.back().insert(deferred_.back().end(), saved.begin(), saved.end());
-    } else {
-      for (int b : saved) release(b);
-    }
+    for (int b : saved) release(b);
   }
 
   // Adds a gradient contribution into the tensor's gradient buffer.
@@ -375,13 +383,8 @@ class Simulation {
       b = c;
       return;
     }
-    if (!profile_.accumulate_needs_unique_owner || buffer(b).refs == 1) {
+    if (!profile_.accumulate_out_of_place) {
       release(c);
-      return;
-    }
-    if (buffer(c).refs == 1) {
-      release(b);
-      b = c;
       return;
     }
     const int sum = allocate(tensor(t).bytes(), kGradients, 1);
@@ -458,11 +461,10 @@ class Simulation {
   std::vector<char> block_internal_, param_grad_done_;
   std::vector<std::vector<int>> saved_;        // per saving op execution, in forward order
   std::vector<std::vector<int>> kept_inputs_;  // per checkpoint execution, in forward order
-  std::vector<std::vector<int>> deferred_;     // saved buffers released at the end of a region's backward
   std::vector<int> losses_;                    // held by the caller until backward
   int context_ = 0;
   int context_count_ = 0;
-  bool in_recompute_ = false;
+  int region_depth_ = 0;  // regions whose backward is under way
   bool collecting_block_output_ = false;
 
   std::int64_t live_[kCategories] = {0, 0, 0};

@@ -1,7 +1,8 @@
 #pragma once
 // What a framework keeps for the backward pass, op by op, and how its
-// backward pass allocates gradients (docs/cost-model.md has the tables and
-// how each rule was established).
+// backward pass allocates gradients. The PyTorch rules were measured on
+// Debian's torch 1.13 (docs/pytorch-memory-profile.md); the JAX rules are
+// assumptions about XLA documented in docs/cost-model.md.
 
 #include <cstdint>
 
@@ -19,28 +20,27 @@ struct OpMemoryRule {
   bool grads_alias_output = false;
   // false: the output is fused into its consumer and never gets a buffer.
   bool output_materialized = true;
+  // ≥ 0: output 0's buffer has the size of this input (PyTorch's CPU
+  // mse_loss returns a 0-d view of its elementwise buffer).
+  int output_sized_like_input = -1;
+  // Extra buffers of input 0's size alive only inside this op's backward
+  // (PyTorch's index_select backward: zeros, then an out-of-place index_add).
+  int backward_scratch_copies = 0;
 };
 
 struct MemoryProfile {
   Framework framework = Framework::pytorch;
   OpMemoryRule rules[10];  // indexed by OpKind
-  // How a gradient contribution meets an existing gradient buffer:
-  // true (PyTorch's InputBuffer): in place when either side is uniquely
-  // owned, otherwise a fresh sum; false (XLA): always in place.
-  bool accumulate_needs_unique_owner = true;
-  // true (torch.utils.checkpoint, non-reentrant, torch 1.13): tensors saved
-  // during a region's recomputation stay until the region's backward is done;
-  // false (jax.checkpoint): each is freed after the backward op that uses it.
-  bool hold_recomputed_until_region_end = true;
-  // Which execution of a checkpoint keeps its inputs until its backward.
-  // true (PyTorch non-reentrant: its closure): every execution in the
-  // original forward pass, nested in another region or not, and none in a
-  // recomputation. false (JAX): the execution at the saving level, i.e. the
-  // original forward for top-level regions, the parent's recomputation for
-  // nested ones.
-  bool nested_checkpoints_keep_inputs = true;
-  // Bytes of parameter copies in the activation dtype held for the whole
-  // step, per parameter (JAX casts the float32 masters to bfloat16 once).
+  // How a gradient contribution meets an existing gradient buffer: true
+  // (PyTorch 1.13) a fresh sum, so old, new and sum coexist for a moment;
+  // false (XLA) accumulated in place.
+  bool accumulate_out_of_place = true;
+  // A nested checkpoint's recomputation keeps the region's outputs until its
+  // backward is done (PyTorch's reentrant checkpoint, used for nested regions
+  // because a nested non-reentrant one saves nothing in torch 1.13).
+  bool nested_recompute_keeps_outputs = true;
+  // Bytes per parameter of copies in the activation dtype held for the whole
+  // step (JAX casts the float32 masters to bfloat16 once).
   std::int64_t parameter_cast_bytes = 0;
 
   const OpMemoryRule& rule(OpKind kind) const { return rules[static_cast<int>(kind)]; }
