@@ -4,7 +4,7 @@
 
 namespace actmem::cli {
 
-void RunSetup::add_options(CLI::App& app) {
+void RunSetup::add_options(CLI::App& app, bool batch_and_rollout) {
   app.add_option("--model", model, "preset name or model JSON file")->capture_default_str();
   app.add_option("--device", device, "catalog id (see 'actmem devices') or device JSON file")->capture_default_str();
   app.add_option("--memory", memory, "a device known only by its memory, e.g. 24GiB (replaces --device)");
@@ -12,6 +12,7 @@ void RunSetup::add_options(CLI::App& app) {
   app.add_option("--framework", framework, "pytorch or jax")->capture_default_str();
   app.add_option("--dtype", dtype, "activation dtype: float32 or bfloat16")->capture_default_str();
   app.add_option("--optimizer", optimizer, "adam or sgd")->capture_default_str();
+  if (!batch_and_rollout) return;
   app.add_option("--batch", batch, "samples per device")->capture_default_str();
   app.add_option("--rollout", rollout, "autoregressive steps trained through")->capture_default_str();
 }

@@ -24,7 +24,8 @@ struct RunSetup {
   std::int64_t batch = 1;
   std::int64_t rollout = 1;
 
-  void add_options(CLI::App& app);
+  // `batch_and_rollout`: false for commands that take lists of them instead.
+  void add_options(CLI::App& app, bool batch_and_rollout = true);
 
   // Loaded and validated; InputError on anything wrong.
   ModelDescription load_model() const;

@@ -34,6 +34,7 @@ class Simulation {
         uses_(graph.tensors().size(), 0),
         produced_in_(graph.tensors().size(), -1),
         block_internal_(graph.tensors().size(), 0),
+        block_output_(graph.tensors().size(), 0),
         param_grad_done_(graph.tensors().size(), 0) {
     const double peak = graph.run().dtype == DType::bfloat16 && device.peak_bf16_flops > 0 ? device.peak_bf16_flops
                                                                                           : device.peak_fp32_flops;
@@ -107,12 +108,12 @@ class Simulation {
   int& grad(TensorId t) { return grad_[static_cast<std::size_t>(t)]; }
   const Tensor& tensor(TensorId t) const { return g_.tensor(t); }
 
-  // Bytes of a tensor in this execution: block-internal tensors have the
-  // block's rows.
+  // Bytes of a tensor in this execution: inside a block, the tensors the
+  // block makes (its output included) have the block's rows.
   std::int64_t bytes_of(TensorId t, std::int64_t block_rows) const {
     const Tensor& x = tensor(t);
-    return block_rows > 0 && block_internal_[static_cast<std::size_t>(t)] ? block_rows * x.cols * x.element_bytes
-                                                                          : x.bytes();
+    const bool per_block = block_internal_[static_cast<std::size_t>(t)] || block_output_[static_cast<std::size_t>(t)];
+    return block_rows > 0 && per_block ? block_rows * x.cols * x.element_bytes : x.bytes();
   }
 
   // ---- contexts ------------------------------------------------------------
@@ -148,6 +149,7 @@ class Simulation {
         }
       } else if (item.kind == Item::Kind::blocks) {
         for (TensorId t : item.internal) block_internal_[static_cast<std::size_t>(t)] = 1;
+        block_output_[static_cast<std::size_t>(item.output)] = 1;
         count_uses(item.children, repeat * static_cast<std::int64_t>(item.block_rows.size()));
       } else {
         count_uses(item.children, repeat);
@@ -458,7 +460,7 @@ class Simulation {
   std::vector<Buffer> buffers_;
   std::vector<int> free_slots_;
   std::vector<int> current_, grad_, uses_, produced_in_;
-  std::vector<char> block_internal_, param_grad_done_;
+  std::vector<char> block_internal_, block_output_, param_grad_done_;
   std::vector<std::vector<int>> saved_;        // per saving op execution, in forward order
   std::vector<std::vector<int>> kept_inputs_;  // per checkpoint execution, in forward order
   std::vector<int> losses_;                    // held by the caller until backward

@@ -1,0 +1,145 @@
+"""Predicted vs measured: actmem's simulator against the reference PyTorch GraphCast.
+
+For every case of a fixed matrix (models of several widths, node/edge counts
+and depths; plans none, full, every:2, deepmind, nested regions and edge
+blocks 1/3/7; batch 1 and 2) this writes one plan file, runs
+
+    actmem simulate --model M --plan P --framework pytorch --dtype float32 --json
+    measure.py --model M --plan P          (torch 1.13 on CPU, mallinfo2)
+
+and compares `activation_bytes_after_forward` (must be within 3%) and
+`peak_dynamic_bytes` (within 10%). Prints the table (Markdown); exits 1 if any
+case is out of tolerance, 77 (skip) if torch is missing and
+ACTMEM_REQUIRE_TORCH is not set.
+
+    /usr/bin/python3 integrations/pytorch/validate.py --actmem build/cli/actmem [--markdown out.md]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+AFTER_FORWARD_TOLERANCE = 0.03
+PEAK_TOLERANCE = 0.10
+
+MODELS = {
+    "A": dict(grid_nodes=2000, mesh_nodes=500, grid2mesh_edges=3000, mesh_edges=3000, mesh2grid_edges=6000,
+              latent_size=64, processor_steps=4, grid_input_features=20, mesh_input_features=20, output_features=10),
+    "B": dict(grid_nodes=3000, mesh_nodes=800, grid2mesh_edges=5000, mesh_edges=6000, mesh2grid_edges=9000,
+              latent_size=32, processor_steps=3, grid_input_features=12, mesh_input_features=12, output_features=6),
+    "C": dict(grid_nodes=1000, mesh_nodes=300, grid2mesh_edges=2000, mesh_edges=1800, mesh2grid_edges=3000,
+              latent_size=128, processor_steps=6, grid_input_features=30, mesh_input_features=30, output_features=16),
+}
+
+
+def stages(steps: int) -> list[str]:
+    return ["encoder", "mesh_edge_embed", *[f"processor.{k}" for k in range(steps)], "decoder"]
+
+
+def region(first: str, last: str, inner=None) -> dict:
+    r = {"from": first, "to": last}
+    if inner:
+        r["inner"] = inner
+    return r
+
+
+def plans(steps: int) -> dict[str, dict]:
+    s = stages(steps)
+    proc = s[2:-1]
+    every2 = [region(proc[i], proc[min(i + 1, len(proc) - 1)]) for i in range(0, len(proc), 2)]
+    every3 = [region(proc[i], proc[min(i + 2, len(proc) - 1)]) for i in range(0, len(proc), 3)]
+    return {
+        "none": {"checkpoints": []},
+        "full": {"checkpoints": [region(x, x) for x in s]},
+        "every:2": {"checkpoints": every2},
+        "deepmind": {"checkpoints": [region("encoder", "encoder"), *every3, region("decoder", "decoder")],
+                     "edge_blocks": {"encoder": 4, "decoder": 4}},
+        "blocks 3": {"checkpoints": [], "edge_blocks": {"encoder": 3, "processor.1": 3, "decoder": 3}},
+        "blocks 7": {"checkpoints": [], "edge_blocks": {"encoder": 7, "processor.0": 7, "decoder": 7}},
+        "blocks 1": {"checkpoints": [], "edge_blocks": {"encoder": 1, "decoder": 1}},
+        "nested": {"checkpoints": [region(proc[0], proc[-1], [region(proc[0], proc[1])]), region("decoder", "decoder")],
+                   "edge_blocks": {"decoder": 3}},
+        "mixed": {"checkpoints": [region("encoder", "mesh_edge_embed", [region("encoder", "encoder")])],
+                  "edge_blocks": {"encoder": 7, proc[-1]: 3}},
+    }
+
+
+CASES = [  # (model, plan, batch)
+    *[("A", p, 1) for p in ("none", "full", "every:2", "deepmind", "blocks 3", "blocks 7", "blocks 1", "nested", "mixed")],
+    *[("B", p, 1) for p in ("none", "full", "every:2", "deepmind", "blocks 7", "nested")],
+    *[("C", p, 1) for p in ("none", "full", "every:2", "deepmind", "blocks 3", "mixed")],
+    ("A", "deepmind", 2), ("B", "none", 2),
+]
+
+
+def model_json(name: str) -> dict:
+    return {"name": f"validation-{name}", "architecture": "graphcast", "mlp_hidden_layers": 1, "edge_features": 4,
+            **MODELS[name]}
+
+
+def run_json(command: list[str]) -> dict:
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"validate: {' '.join(command)} failed ({done.returncode}):\n{done.stderr}")
+    return json.loads(done.stdout)
+
+
+def relative(predicted: int, measured: int) -> float:
+    return (predicted - measured) / measured
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--actmem", required=True, help="path of the actmem executable")
+    parser.add_argument("--markdown", help="also write the table to this file")
+    args = parser.parse_args(argv)
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        if os.environ.get("ACTMEM_REQUIRE_TORCH"):
+            print("validate: python3-torch is required here (ACTMEM_REQUIRE_TORCH is set)", file=sys.stderr)
+            return 1
+        print("validate: skipped, python3-torch is not installed")
+        return 77
+
+    rows, failures = [], 0
+    header = ("| model | plan | batch | after forward: predicted | measured | error | "
+              "peak dynamic: predicted | measured | error | peak at (measured) |")
+    rows.append(header)
+    rows.append("|" + "---|" * 10)
+    with tempfile.TemporaryDirectory() as tmp:
+        for model_name, plan_name, batch in CASES:
+            model_path = Path(tmp) / f"{model_name}.json"
+            model_path.write_text(json.dumps(model_json(model_name)))
+            plan = plans(MODELS[model_name]["processor_steps"])[plan_name]
+            plan_path = Path(tmp) / "plan.json"
+            plan_path.write_text(json.dumps(plan))
+            predicted = run_json([args.actmem, "simulate", "--model", str(model_path), "--plan", str(plan_path),
+                                  "--framework", "pytorch", "--dtype", "float32", "--batch", str(batch), "--json"])
+            measured = run_json([sys.executable, str(HERE / "measure.py"), "--model", str(model_path),
+                                 "--plan", str(plan_path), "--batch", str(batch)])
+            e_after = relative(predicted["activation_bytes_after_forward"], measured["activation_bytes_after_forward"])
+            e_peak = relative(predicted["peak_dynamic_bytes"], measured["peak_dynamic_bytes"])
+            ok = abs(e_after) <= AFTER_FORWARD_TOLERANCE and abs(e_peak) <= PEAK_TOLERANCE
+            failures += not ok
+            at = measured.get("peak_at", {})
+            rows.append(f"| {model_name} | {plan_name} | {batch} | {predicted['activation_bytes_after_forward']:,} | "
+                        f"{measured['activation_bytes_after_forward']:,} | {100 * e_after:+.2f}% | "
+                        f"{predicted['peak_dynamic_bytes']:,} | {measured['peak_dynamic_bytes']:,} | "
+                        f"{100 * e_peak:+.2f}%{'' if ok else ' **FAIL**'} | {at.get('phase', '?')} {at.get('stage', '?')} |")
+            print(rows[-1], flush=True)
+    table = "\n".join(rows) + "\n"
+    if args.markdown:
+        Path(args.markdown).write_text(table)
+    print(f"\n{len(CASES) - failures} passed, {failures} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Bad input gets one clear error line naming the source, the field and what
+# was expected, and exit code 2: `bash errors.sh ACTMEM_BINARY SOURCE_DIR`.
+source "$(dirname "$0")/lib.sh"
+
+tiny='{"name": "tiny", "architecture": "graphcast", "grid_nodes": 2000, "mesh_nodes": 500, "grid2mesh_edges": 3000,
+ "mesh_edges": 3000, "mesh2grid_edges": 6000, "latent_size": 64, "mlp_hidden_layers": 1, "processor_steps": 4,
+ "grid_input_features": 20, "mesh_input_features": 20, "edge_features": 4, "output_features": 10}'
+echo "$tiny" >"$work/tiny.json"
+sed 's/"grid_nodes": 2000/"grid_nodes": -5/' "$work/tiny.json" >"$work/negative.json"
+printf '{"name": "broken",\n  "grid_nodes": 12,,\n}\n' >"$work/broken.json"
+echo '{"checkpoints": [{"from": "encoder", "to": "processor.1"}, {"from": "processor.0", "to": "decoder"}]}' >"$work/overlap.json"
+echo '{"checkpoints": [], "edge_blocks": {"encoder": 0}}' >"$work/zero.json"
+echo '{"checkpoints": [{"from": "procesor.1", "to": "decoder"}]}' >"$work/unknown.json"
+
+check_error "unknown command 'fitt' (did you mean 'fit'?); see 'actmem --help'" fitt
+check_error "simulate: unknown option '--bugdet' (did you mean '--budget'?); see 'actmem simulate --help'" \
+  simulate --bugdet 3GiB
+check_error "--model: 'graphcats' is neither a preset (graphcast, graphcast-small, graphcast-operational) nor a readable file (did you mean 'graphcast'?)" \
+  simulate --model graphcats
+check_error "$work/negative.json: /grid_nodes: expected a positive integer, got -5" simulate --model "$work/negative.json"
+check_error "$work/broken.json:2:20: invalid JSON: syntax error while parsing object key - unexpected ','; expected string literal" \
+  simulate --model "$work/broken.json"
+check_error "--budget: expected a positive byte size such as 32GiB, 30GB or 512MiB, got 'lots'" \
+  simulate --model "$work/tiny.json" --budget lots
+check_error "--device: 'tpu-v3' is neither a catalog device nor a readable file (did you mean 'tpu-v4'?); see 'actmem devices'" \
+  simulate --model "$work/tiny.json" --device tpu-v3
+check_error "--framework: expected one of pytorch, jax, got 'tensorflow'" simulate --framework tensorflow
+check_error "--batch: expected an integer from 1 to 65536, got 0" simulate --model "$work/tiny.json" --batch 0
+check_error "$work/overlap.json: /checkpoints/1: region processor.0..decoder overlaps region encoder..processor.1" \
+  simulate --model "$work/tiny.json" --plan "$work/overlap.json"
+check_error "$work/zero.json: /edge_blocks/encoder: expected a positive integer, got 0" \
+  simulate --model "$work/tiny.json" --plan "$work/zero.json"
+check_error "$work/unknown.json: /checkpoints/0/from: unknown stage 'procesor.1' (did you mean 'processor.1'?); stages are encoder, mesh_edge_embed, processor.0..processor.3, decoder" \
+  simulate --model "$work/tiny.json" --plan "$work/unknown.json"
+check_error "--plan: 'sometimes' is not a plan file or a built-in plan (none, full, every:K, deepmind, deepmind:B)" \
+  simulate --model "$work/tiny.json" --plan sometimes
+
+# A plan whose model fingerprint does not match its model is refused.
+python3 - "$work/tiny.json" "$work/foreign.json" <<'PY' || fail "could not write foreign plan"
+import json, sys
+model = json.load(open(sys.argv[1]))
+model["fingerprint"] = "0000000000000000"
+json.dump({"model": model, "checkpoints": []}, open(sys.argv[2], "w"))
+PY
+"$actmem" simulate --plan "$work/foreign.json" 2>"$work/stderr" >/dev/null
+[ $? -eq 2 ] || fail "edited fingerprint: expected exit 2"
+grep -q "/model/fingerprint: expected" "$work/stderr" || fail "edited fingerprint: $(cat "$work/stderr")"
+
+finish

@@ -1,0 +1,35 @@
+# Shared by the end-to-end CLI tests (sourced, not run): `check_error`,
+# `fail`, and a temporary folder $work removed on exit.
+set -u
+actmem=$1
+source_dir=$2
+failures=0
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+
+# check_error EXPECTED_MESSAGE ARGS...: the command must exit 2 and print
+# exactly "actmem: error: EXPECTED_MESSAGE" on stderr, nothing on stdout.
+check_error() {
+  local expected=$1
+  shift
+  local out err status
+  out=$("$actmem" "$@" 2>"$work/stderr")
+  status=$?
+  err=$(cat "$work/stderr")
+  [ "$status" -eq 2 ] || fail "actmem $*: exit $status, expected 2"
+  [ "$err" = "actmem: error: $expected" ] || fail "actmem $*: stderr was '$err', expected 'actmem: error: $expected'"
+  [ -z "$out" ] || fail "actmem $*: unexpected stdout '$out'"
+}
+
+finish() {
+  if [ "$failures" -gt 0 ]; then
+    echo "$failures check(s) failed" >&2
+    exit 1
+  fi
+  echo "all checks passed"
+}
