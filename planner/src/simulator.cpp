@@ -16,9 +16,8 @@ enum Category { kActivations, kGradients, kWorkspace, kCategories };
 struct Buffer {
   std::int64_t bytes = 0;
   int refs = 0;
-  int context = 0;
   Category category = kActivations;
-  TensorId tensor = -1;  // what it holds (for diagnostics)
+  TensorId tensor = -1;  // what it holds, for diagnostics (-1: a gradient or scratch)
 };
 
 class Simulation {
@@ -90,7 +89,7 @@ class Simulation {
       id = static_cast<int>(buffers_.size());
       buffers_.emplace_back();
     }
-    buffers_[static_cast<std::size_t>(id)] = {bytes, refs, context_, category, tensor};
+    buffers_[static_cast<std::size_t>(id)] = {bytes, refs, category, tensor};
     live_[category] += bytes;
     return id;
   }
@@ -98,7 +97,9 @@ class Simulation {
   void release(int id) {
     Buffer& b = buffer(id);
     if (--b.refs > 0) return;
-    if (b.refs < 0) throw std::logic_error("simulator: buffer released twice");
+    if (b.refs < 0)
+      throw std::logic_error("simulator: buffer released twice" +
+                             (b.tensor >= 0 ? " (" + tensor(b.tensor).name + ")" : std::string{}));
     live_[b.category] -= b.bytes;
     free_slots_.push_back(id);
   }
@@ -425,28 +426,28 @@ class Simulation {
     return b;
   }
 
+  // Records the live total at a point of the step: the peak, and a
+  // timeline row when asked for.
   void sample(Pass pass, int step, int block, const std::string& op, int stage = -1) {
+    at_ = {pass, step < 0 ? 0 : step, stage < 0 ? std::string{"optimizer"} : g_.stage_name(stage), op, block};
     const std::int64_t dynamic = live_[kActivations] + live_[kGradients] + live_[kWorkspace];
     if (pass != Pass::optimizer) peak_dynamic_ = std::max(peak_dynamic_, dynamic);
-    const bool is_peak = dynamic > peak_total_dynamic_ || peak_at_.op.empty();
-    if (is_peak || options_.record_timeline) {
-      StepLocation at{pass, step < 0 ? 0 : step, stage < 0 ? std::string{"optimizer"} : g_.stage_name(stage), op, block};
-      if (is_peak) {
-        peak_total_dynamic_ = dynamic;
-        peak_breakdown_ = live_breakdown();
-        peak_at_ = at;
-      }
-      if (options_.record_timeline) timeline_.push_back({std::move(at), live_breakdown()});
+    if (dynamic > peak_total_dynamic_) {
+      peak_total_dynamic_ = dynamic;
+      peak_breakdown_ = live_breakdown();
+      peak_at_ = at_;
     }
+    if (options_.record_timeline) timeline_.push_back({at_, live_breakdown()});
   }
-  // A transient inside accumulation: counts for the peak, not a timeline row.
+  // A transient inside the op last sampled (a gradient sum): counts for the
+  // peak, not as a timeline row.
   void sample_quiet() {
     const std::int64_t dynamic = live_[kActivations] + live_[kGradients] + live_[kWorkspace];
     peak_dynamic_ = std::max(peak_dynamic_, dynamic);
     if (dynamic > peak_total_dynamic_) {
       peak_total_dynamic_ = dynamic;
       peak_breakdown_ = live_breakdown();
-      peak_at_.pass = Pass::backward;
+      peak_at_ = at_;
     }
   }
 
@@ -473,7 +474,7 @@ class Simulation {
   MemoryBreakdown static_;
   std::int64_t peak_dynamic_ = 0, phase_peak_dynamic_ = 0, peak_total_dynamic_ = -1;
   MemoryBreakdown peak_breakdown_;
-  StepLocation peak_at_;
+  StepLocation peak_at_, at_;
   std::vector<TimelinePoint> timeline_;
   double forward_flops_ = 0, backward_flops_ = 0, recompute_flops_ = 0, time_s_ = 0;
 };
