@@ -19,8 +19,10 @@ int run_models(const Args& args) {
 
   nlohmann::json list = nlohmann::json::array();
   if (!json)
-    std::cout << fmt::format("{:<24} {:>6} {:>5} {:>10} {:>8} {:>10} {:>10} {:>10} {:>7} {:>12}\n", "preset", "res",
-                             "mesh", "grid", "mesh", "g2m", "mesh", "m2g", "steps", "parameters");
+    std::cout << fmt::format("{:<22} {:>6} {:>5} {:>10} {:>8} {:>10} {:>10} {:>10} {:>5} {:>11}\n", "preset",
+                             "res", "level", "grid", "mesh", "grid2mesh", "mesh", "mesh2grid", "steps", "parameters")
+              << fmt::format("{:<22} {:>6} {:>5} {:>10} {:>8} {:>10} {:>10} {:>10} {:>5} {:>11}\n", "", "", "",
+                             "nodes", "nodes", "edges", "edges", "edges", "", "");
   for (const std::string& name : preset_names()) {
     const ModelDescription m = load_model(name);
     nlohmann::json entry = to_json(m);
@@ -28,7 +30,7 @@ int run_models(const Args& args) {
     entry["fingerprint"] = fingerprint(m);
     list.push_back(entry);
     if (!json)
-      std::cout << fmt::format("{:<24} {:>5}° {:>5} {:>10} {:>8} {:>10} {:>10} {:>10} {:>7} {:>12}\n", name,
+      std::cout << fmt::format("{:<22} {:>5}° {:>5} {:>10} {:>8} {:>10} {:>10} {:>10} {:>5} {:>11}\n", name,
                                m.resolution_deg.value_or(0), m.mesh_level.value_or(0), m.grid_nodes, m.mesh_nodes,
                                m.grid2mesh_edges, m.mesh_edges, m.mesh2grid_edges, m.processor_steps,
                                parameter_count(m));

@@ -12,6 +12,9 @@ namespace actmem::cli {
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> table{
+      {"fit", "will one training step fit on the device, and with which plan", run_fit},
+      {"plan", "write the fastest plan that fits as JSON for trainers", run_plan},
+      {"sweep", "tabulate fits and overhead over devices, batches and rollouts", run_sweep},
       {"simulate", "predict one training step's memory and time under a plan", run_simulate},
       {"mesh", "compute GraphCast's node and edge counts from the geometry", run_mesh},
       {"models", "list the built-in model presets", run_models},

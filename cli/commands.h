@@ -50,5 +50,8 @@ int run_models(const Args& args);
 int run_devices(const Args& args);
 int run_mesh(const Args& args);
 int run_simulate(const Args& args);
+int run_fit(const Args& args);
+int run_plan(const Args& args);
+int run_sweep(const Args& args);
 
 }  // namespace actmem::cli

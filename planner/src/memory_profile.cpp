@@ -16,10 +16,12 @@ MemoryProfile memory_profile(Framework framework, DType dtype) {
   rule(p, OpKind::linear).saved_inputs = bit(0);                // x (the weight is a parameter)
   rule(p, OpKind::silu).saved_inputs = bit(0);                  // x
   rule(p, OpKind::layer_norm) = {bit(0), bit(1), false, true};  // x, and mean/rstd
-  rule(p, OpKind::concat).grads_alias_output = true;            // backward: views of the gradient
+  rule(p, OpKind::concat).grads_alias_output = true;            // backward: slices of the gradient
+  rule(p, OpKind::concat).grads_are_slices = true;
   rule(p, OpKind::add).grads_alias_output = true;               // backward: the gradient passes through
   rule(p, OpKind::mse_loss).saved_inputs = bit(0);              // prediction (the target is an input)
   rule(p, OpKind::next_input).grads_alias_output = true;        // a concat
+  rule(p, OpKind::next_input).grads_are_slices = true;
   // gather and scatter_add keep only their index (an input).
 
   if (framework == Framework::pytorch) {
@@ -35,6 +37,7 @@ MemoryProfile memory_profile(Framework framework, DType dtype) {
     rule(p, OpKind::gather).output_materialized = false;
     rule(p, OpKind::zeros).output_materialized = false;
     p.accumulate_out_of_place = false;
+    p.slices_are_views = false;
     p.nested_recompute_keeps_outputs = false;
     p.parameter_cast_bytes = dtype == DType::float32 ? 0 : element_bytes(dtype);
   }

@@ -346,17 +346,23 @@ class Simulation {
           }
           continue;
         }
+        // A slice of the output's gradient is a view of it (PyTorch), or,
+        // where slices are copies (XLA), a buffer of its own unless the
+        // input was fused into this op and never materialised.
+        const bool alias = rule.grads_alias_output &&
+                           (!rule.grads_are_slices || profile_.slices_are_views || current_made_fused(t));
+        // A block's slice of a whole tensor (the edge latent it reads).
+        const bool sliced = block_rows > 0 && rule.grads_are_slices && !block_internal_[static_cast<std::size_t>(t)];
         int c;
-        if (rule.grads_alias_output) {
+        if (alias) {
           c = grad(op.outputs.front());
           if (c < 0) continue;
           retain(c);
         } else {
-          c = allocate(bytes_of(t, block_rows), kGradients, 1);
+          c = allocate(sliced ? block_rows * x.cols * x.element_bytes : bytes_of(t, block_rows), kGradients, 1);
         }
         // A block's view of a whole edge tensor (the concat's edge input):
         // the slice's backward pads its gradient to the full tensor.
-        const bool sliced = block_rows > 0 && rule.grads_alias_output && !block_internal_[static_cast<std::size_t>(t)];
         contributions.push_back({t, c, sliced});
       }
       if (rule.backward_scratch_copies > 0)
@@ -374,7 +380,20 @@ class Simulation {
   }
 
   // Adds a gradient contribution into the tensor's gradient buffer.
+  // True when t's producer is fused into its consumer (no buffer of its own).
+  bool current_made_fused(TensorId t) const {
+    const OpId p = g_.producer(t);
+    return p >= 0 && !profile_.rule(g_.op(p).kind).output_materialized;
+  }
+
   void accumulate(TensorId t, int c, bool sliced) {
+    // A block's slice of a whole tensor: its backward pads the gradient to
+    // the full tensor (a fresh buffer), unless XLA adds it in place into an
+    // existing gradient.
+    if (sliced && !profile_.accumulate_out_of_place && grad(t) >= 0) {
+      release(c);
+      return;
+    }
     if (sliced) {
       const int full = allocate(tensor(t).bytes(), kGradients, 1);
       sample_quiet();

@@ -18,6 +18,9 @@ struct OpMemoryRule {
   // views of it (add passes it through, concat splits it); false: backward
   // allocates a fresh gradient of each input's full size.
   bool grads_alias_output = false;
+  // With grads_alias_output: the inputs' gradients are slices of the
+  // output's (concat), not the output's gradient itself (add).
+  bool grads_are_slices = false;
   // false: the output is fused into its consumer and never gets a buffer.
   bool output_materialized = true;
   // ≥ 0: output 0's buffer has the size of this input (PyTorch's CPU
@@ -35,6 +38,10 @@ struct MemoryProfile {
   // (PyTorch 1.13) a fresh sum, so old, new and sum coexist for a moment;
   // false (XLA) accumulated in place.
   bool accumulate_out_of_place = true;
+  // Slices of a gradient are views that keep the whole gradient alive
+  // (PyTorch), or copies of their own size unless their consumer is fused
+  // (XLA, which has no views).
+  bool slices_are_views = true;
   // A nested checkpoint's recomputation keeps the region's outputs until its
   // backward is done (PyTorch's reentrant checkpoint, used for nested regions
   // because a nested non-reentrant one saves nothing in torch 1.13).

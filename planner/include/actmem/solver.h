@@ -23,6 +23,8 @@ struct SolverOptions {
   // Edge-block counts tried per stage (each capped at the stage's edges).
   // Empty: 1, 2, 4, …, 1024.
   std::vector<std::int64_t> block_choices;
+  // Not yet searched (docs/solver.md "Open work"): the search considers
+  // top-level regions only, whatever this says.
   bool allow_nested_regions = true;
 };
 

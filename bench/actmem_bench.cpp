@@ -1,0 +1,78 @@
+// Times solve() and simulate() on the full GraphCast (docs/solver.md).
+//   actmem_bench [runs]   (default 5; the median is printed)
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "actmem/device.h"
+#include "actmem/model.h"
+#include "actmem/simulator.h"
+#include "actmem/solver.h"
+
+using namespace actmem;
+
+namespace {
+
+template <class F>
+double median_ms(int runs, F&& f) {
+  std::vector<double> ms;
+  for (int i = 0; i < runs; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    f();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+double gib(std::int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int runs = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
+  const ModelDescription model = load_model("graphcast");
+  const Device device = load_device("tpu-v4");
+  fmt::print("GraphCast 0.25 deg, bfloat16, batch 1, on {} (budget {:.2f} GiB); median of {} runs\n", device.id,
+             gib(device.memory_bytes), runs);
+  fmt::print("{:<8} {:>7} {:>12} {:>14}  {}\n", "framework", "rollout", "solve ms", "simulate ms", "result");
+  for (Framework framework : {Framework::pytorch, Framework::jax})
+    for (std::int64_t rollout : {1, 12}) {
+      RunOptions run;
+      run.framework = framework;
+      run.rollout = rollout;
+      const CostGraph graph = CostGraph::build(model, run);
+      Solution solution;
+      const double solve_ms = median_ms(runs, [&] { solution = solve(graph, device, device.memory_bytes); });
+      const double simulate_ms =
+          median_ms(runs, [&] { (void)simulate(graph, device, device.memory_bytes, solution.plan); });
+      fmt::print("{:<8} {:>7} {:>12.1f} {:>14.3f}  {}\n", to_string(framework), rollout, solve_ms, simulate_ms,
+                 solution.feasible ? fmt::format("fits, peak {:.2f} GiB, recompute +{:.1f}%", gib(solution.report.peak_bytes),
+                                                 100 * solution.report.recompute_overhead())
+                                   : fmt::format("does not fit: needs {:.2f} GiB", gib(solution.min_peak_bytes)));
+    }
+
+  // The configuration DeepMind trained: jax, rollout 1, beside its hand plan.
+  RunOptions run;
+  run.framework = Framework::jax;
+  const CostGraph graph = CostGraph::build(model, run);
+  const Solution solution = solve(graph, device, device.memory_bytes);
+  const Report deepmind =
+      simulate(graph, device, device.memory_bytes, builtin_plan("deepmind", graph.stages(), edges_per_stage(graph)));
+  const Solution least = minimum_memory(graph, device);
+  fmt::print("\njax, rollout 1, {}:\n", device.id);
+  fmt::print("  solver:   {}\n            peak {:.2f} GiB ({}), step {:.4f} s, recompute +{:.1f}%\n",
+             describe(solution.plan, graph.stages()), gib(solution.report.peak_bytes),
+             solution.feasible ? "fits" : "does not fit", solution.report.step_time_s,
+             100 * solution.report.recompute_overhead());
+  fmt::print("  deepmind: {}\n            peak {:.2f} GiB ({}), step {:.4f} s, recompute +{:.1f}%\n",
+             describe(builtin_plan("deepmind", graph.stages(), edges_per_stage(graph)), graph.stages()),
+             gib(deepmind.peak_bytes), deepmind.fits ? "fits" : "does not fit", deepmind.step_time_s,
+             100 * deepmind.recompute_overhead());
+  fmt::print("  least memory any plan needs: {:.2f} GiB ({})\n", gib(least.min_peak_bytes),
+             describe(least.plan, graph.stages()));
+  return 0;
+}

@@ -1,0 +1,86 @@
+// `actmem fit`: will this training step fit, and with which plan.
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "actmem/simulator.h"
+#include "actmem/solver.h"
+#include "actmem/units.h"
+#include "commands.h"
+#include "report_text.h"
+#include "run_setup.h"
+
+namespace actmem::cli {
+namespace {
+
+// Catalog devices on which some plan fits, given the least dynamic memory
+// any plan needs (the same on every device; only the reserve differs).
+std::vector<std::string> devices_that_fit(std::int64_t min_peak_bytes, const Device& on) {
+  const std::int64_t without_reserve = min_peak_bytes - on.reserve_bytes;
+  std::vector<std::string> ids;
+  for (const Device& d : device_catalog())
+    if (without_reserve + d.reserve_bytes <= d.memory_bytes) ids.push_back(d.id);
+  return ids;
+}
+
+}  // namespace
+
+int run_fit(const Args& args) {
+  CLI::App app{"Will one training step fit on the device? Finds the fastest plan that fits.", "fit"};
+  RunSetup setup;
+  setup.add_options(app);
+  bool json = false;
+  app.add_flag("--json", json, "print the report of the chosen plan as JSON");
+  parse(app, args);
+
+  const ModelDescription model = setup.load_model();
+  const RunOptions run = setup.run_options();
+  const Device device = setup.load_device();
+  const std::int64_t budget = setup.budget_bytes(device);
+  const CostGraph graph = CostGraph::build(model, run);
+  const Solution solution = solve(graph, device, budget);
+  const Report baseline = simulate(graph, device, budget, empty_plan(graph.stages()));
+  const std::vector<std::string> fitting = devices_that_fit(solution.min_peak_bytes, device);
+
+  if (json) {
+    nlohmann::json out = to_json(solution.report);
+    out["plan"] = {{"checkpoints", checkpoints_to_json(solution.plan.checkpoints, graph.stages())},
+                   {"edge_blocks", edge_blocks_to_json(solution.plan, graph.stages())}};
+    out["min_peak_bytes"] = solution.min_peak_bytes;
+    out["no_checkpoint_peak_bytes"] = baseline.peak_bytes;
+    out["no_checkpoint_step_time_s"] = baseline.step_time_s;
+    out["devices_that_fit"] = fitting;
+    print_json(out);
+    return solution.feasible ? 0 : 1;
+  }
+
+  const Report& r = solution.report;
+  std::cout << describe_run(graph, device);
+  if (solution.feasible) {
+    std::cout << fmt::format("FITS: predicted peak {} of {} budget ({} to spare)\n", format_bytes(r.peak_bytes),
+                             format_bytes(budget), format_bytes(budget - r.peak_bytes));
+    std::cout << "plan: " << describe(solution.plan, graph.stages()) << '\n';
+    std::cout << fmt::format("recompute overhead: +{:.1f}% FLOPs; step time {} (without checkpoints {}, needing {})\n",
+                             100.0 * r.recompute_overhead(), format_seconds(r.step_time_s),
+                             format_seconds(baseline.step_time_s), format_bytes(baseline.peak_bytes));
+  } else {
+    std::cout << fmt::format("DOES NOT FIT: the least memory any plan needs is {} (budget {})\n",
+                             format_bytes(solution.min_peak_bytes), format_bytes(budget));
+    std::cout << "least-memory plan: " << describe(solution.plan, graph.stages()) << '\n';
+    std::cout << (fitting.empty() ? std::string{"no catalog device fits; reduce batch or rollout"}
+                                  : fmt::format("catalog devices that fit: {}", fmt::join(fitting, ", ")))
+              << '\n';
+  }
+  std::cout << fmt::format("peak at: {} pass, {}{}, op {}\n", to_string(r.peak_at.pass), r.peak_at.stage,
+                           r.peak_at.block >= 0 ? fmt::format(" block {}", r.peak_at.block) : "", r.peak_at.op);
+  const MemoryBreakdown& b = r.breakdown;
+  std::cout << fmt::format("at the peak: activations {}, gradients {}, workspace {}, parameters {}, optimizer {}, "
+                           "inputs {}, reserved {}\n",
+                           format_bytes(b.activations), format_bytes(b.gradients), format_bytes(b.workspace),
+                           format_bytes(b.parameters), format_bytes(b.optimizer_state), format_bytes(b.inputs),
+                           format_bytes(b.reserved));
+  return solution.feasible ? 0 : 1;
+}
+
+}  // namespace actmem::cli

@@ -1,0 +1,49 @@
+// `actmem plan`: write the plan file trainers consume.
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "actmem/exports.h"
+#include "actmem/plan_document.h"
+#include "actmem/solver.h"
+#include "actmem/units.h"
+#include "commands.h"
+#include "run_setup.h"
+
+namespace actmem::cli {
+
+int run_plan(const Args& args) {
+  CLI::App app{"Find the fastest plan that fits and write it as JSON (format actmem.plan, version 1).", "plan"};
+  RunSetup setup;
+  setup.add_options(app);
+  std::string output;
+  app.add_option("-o,--output", output, "plan file to write (atomically), or - for stdout")->required();
+  parse(app, args);
+
+  const ModelDescription model = setup.load_model();
+  const RunOptions run = setup.run_options();
+  const Device device = setup.load_device();
+  const std::int64_t budget = setup.budget_bytes(device);
+  const CostGraph graph = CostGraph::build(model, run);
+  const Solution solution = solve(graph, device, budget);
+  if (!solution.feasible) {
+    std::cerr << fmt::format("actmem: does not fit: the least memory any plan needs is {} (budget {}); no plan written\n",
+                             format_bytes(solution.min_peak_bytes), format_bytes(budget));
+    return 1;
+  }
+  const nlohmann::json exports = trainer_exports(graph, device, budget, solution.plan, solution.report);
+  const std::string text =
+      plan_document_json(graph, device, budget, solution.plan, solution.report, exports).dump(2) + "\n";
+  if (output == "-") {
+    std::cout << text;
+  } else {
+    write_file_atomically(output, text);
+    std::cerr << fmt::format("wrote {}: peak {} of {}, recompute +{:.1f}%\n", output,
+                             format_bytes(solution.report.peak_bytes), format_bytes(budget),
+                             100.0 * solution.report.recompute_overhead());
+  }
+  return 0;
+}
+
+}  // namespace actmem::cli

@@ -1,0 +1,6 @@
+# Sources of the solver (docs/solver.md); included by planner/CMakeLists.txt.
+target_sources(actmem PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/src/solver.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/solver_model.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/solver_replay.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/solver_search.cpp)

@@ -1,0 +1,108 @@
+// solve(), minimum_memory(), pareto_frontier(): the search's frontier
+// (solver_search.h), with every returned figure re-simulated.
+#include "actmem/solver.h"
+
+#include <algorithm>
+
+#include "actmem/simulator.h"
+#include "solver_model.h"
+#include "solver_search.h"
+
+namespace actmem {
+namespace {
+
+detail::SearchSpace space_of(const SolverOptions& options) {
+  detail::SearchSpace space;
+  space.block_choices = options.block_choices;
+  if (space.block_choices.empty())
+    for (std::int64_t b = 1; b <= 1024; b *= 2) space.block_choices.push_back(b);
+  std::sort(space.block_choices.begin(), space.block_choices.end());
+  space.block_choices.erase(std::unique(space.block_choices.begin(), space.block_choices.end()),
+                            space.block_choices.end());
+  space.block_choices.erase(std::remove_if(space.block_choices.begin(), space.block_choices.end(),
+                                           [](std::int64_t b) { return b < 1; }),
+                            space.block_choices.end());
+  if (space.block_choices.empty() || space.block_choices.front() != 1)
+    space.block_choices.insert(space.block_choices.begin(), 1);
+  space.nested_regions = options.allow_nested_regions;
+  return space;
+}
+
+std::vector<detail::Candidate> frontier_of(const CostGraph& graph, const Device& device, const SolverOptions& options) {
+  detail::ChainModel model(graph, device);
+  return detail::search_frontier(model, space_of(options));
+}
+
+// The least-peak plan of the frontier, simulated. The model's peaks are
+// exact (tests), so the first candidate is the least; should the simulator
+// disagree, every candidate is simulated and the least taken.
+Solution least_peak(const CostGraph& graph, const Device& device, std::int64_t budget_bytes,
+                    const std::vector<detail::Candidate>& frontier) {
+  Solution s;
+  s.plan = frontier.front().plan;
+  s.report = simulate(graph, device, budget_bytes, s.plan);
+  if (s.report.peak_bytes != frontier.front().peak_bytes) {
+    for (const detail::Candidate& c : frontier) {
+      Report r = simulate(graph, device, budget_bytes, c.plan);
+      if (r.peak_bytes < s.report.peak_bytes) {
+        s.plan = c.plan;
+        s.report = std::move(r);
+      }
+    }
+  }
+  s.min_peak_bytes = s.report.peak_bytes;
+  s.feasible = s.report.peak_bytes <= budget_bytes;
+  return s;
+}
+
+}  // namespace
+
+Solution solve(const CostGraph& graph, const Device& device, std::int64_t budget_bytes, const SolverOptions& options) {
+  const std::vector<detail::Candidate> frontier = frontier_of(graph, device, options);
+  Solution least = least_peak(graph, device, budget_bytes, frontier);
+  // The fastest candidate the model says fits, confirmed by the simulator;
+  // if the simulator disagrees, the next fastest (never an infeasible plan
+  // returned as feasible).
+  std::vector<const detail::Candidate*> fitting;
+  for (const detail::Candidate& c : frontier)
+    if (c.peak_bytes <= budget_bytes) fitting.push_back(&c);
+  std::sort(fitting.begin(), fitting.end(),
+            [](const detail::Candidate* a, const detail::Candidate* b) { return a->recompute_s < b->recompute_s; });
+  for (const detail::Candidate* c : fitting) {
+    Report r = simulate(graph, device, budget_bytes, c->plan);
+    if (!r.fits) continue;
+    Solution s;
+    s.feasible = true;
+    s.plan = c->plan;
+    s.report = std::move(r);
+    s.min_peak_bytes = least.min_peak_bytes;
+    return s;
+  }
+  if (least.feasible) return least;
+  return least;
+}
+
+Solution minimum_memory(const CostGraph& graph, const Device& device, const SolverOptions& options) {
+  const std::vector<detail::Candidate> frontier = frontier_of(graph, device, options);
+  Solution s = least_peak(graph, device, device.memory_bytes, frontier);
+  s.report.budget_bytes = s.min_peak_bytes;
+  s.report.fits = true;
+  s.feasible = true;
+  return s;
+}
+
+std::vector<ParetoPoint> pareto_frontier(const CostGraph& graph, const Device& device, const SolverOptions& options) {
+  std::vector<ParetoPoint> points;
+  for (const detail::Candidate& c : frontier_of(graph, device, options))
+    points.push_back({c.plan, simulate(graph, device, device.memory_bytes, c.plan)});
+  std::sort(points.begin(), points.end(), [](const ParetoPoint& a, const ParetoPoint& b) {
+    if (a.report.peak_bytes != b.report.peak_bytes) return a.report.peak_bytes < b.report.peak_bytes;
+    return a.report.step_time_s < b.report.step_time_s;
+  });
+  std::vector<ParetoPoint> front;
+  for (ParetoPoint& p : points)
+    if (front.empty() || p.report.step_time_s < front.back().report.step_time_s) front.push_back(std::move(p));
+  return front;
+}
+
+}  // namespace actmem

@@ -1,0 +1,338 @@
+#include "solver_model.h"
+
+#include <algorithm>
+
+#include "actmem/memory_profile.h"
+#include "actmem/simulator.h"
+
+namespace actmem::detail {
+namespace {
+
+enum Kind { kPlain, kRegionForward, kRecomputePlain, kRecomputeInInner, kInnerRecompute, kLoss };
+
+}  // namespace
+
+ChainModel::ChainModel(const CostGraph& graph, const Device& device)
+    : rg_(graph), steps_(static_cast<int>(graph.run().rollout)), edges_(edges_per_stage(graph)) {
+  // Step classes: first, middle, last (fewer when the rollout is short).
+  if (steps_ == 1) {
+    class_steps_ = {0};
+    class_multiplicity_ = {1};
+  } else if (steps_ == 2) {
+    class_steps_ = {0, 1};
+    class_multiplicity_ = {1, 1};
+  } else {
+    class_steps_ = {0, 1, steps_ - 1};
+    class_multiplicity_ = {1, steps_ - 2, 1};
+  }
+  // Producer stage of each step-independent tensor key, per class.
+  key_stage_.resize(class_steps_.size());
+  for (std::size_t c = 0; c < class_steps_.size(); ++c)
+    for (std::size_t t = 0; t < graph.tensors().size(); ++t) {
+      const OpId p = graph.producer(static_cast<TensorId>(t));
+      if (p < 0 || graph.op(p).step != class_steps_[c]) continue;
+      key_stage_[c][rg_.local_key[t]] = graph.op(p).stage;
+    }
+  input_producers_.assign(static_cast<std::size_t>(stage_count()), {});
+  output_consumers_.assign(static_cast<std::size_t>(stage_count()), {});
+  for (const Op& op : graph.ops()) {
+    if (op.step != 0 || op.stage >= stage_count()) continue;
+    auto& producers = input_producers_[static_cast<std::size_t>(op.stage)];
+    for (TensorId t : op.inputs) {
+      const OpId p = graph.producer(t);
+      if (p < 0 || graph.op(p).step != 0 || graph.op(p).stage == op.stage) continue;
+      producers.push_back(graph.op(p).stage);
+    }
+    auto& consumers = output_consumers_[static_cast<std::size_t>(op.stage)];
+    for (TensorId t : op.outputs)
+      for (OpId q : graph.consumers(t))
+        if (graph.op(q).step == 0 && graph.op(q).stage != op.stage && graph.op(q).stage < stage_count())
+          consumers.push_back(graph.op(q).stage);
+  }
+  for (auto* lists : {&input_producers_, &output_consumers_})
+    for (auto& list : *lists) {
+      std::sort(list.begin(), list.end());
+      list.erase(std::unique(list.begin(), list.end()), list.end());
+    }
+  static_bytes_ = graph.parameter_bytes() +
+                  (graph.run().optimizer == Optimizer::adam ? 2 * graph.parameter_bytes() : 0) +
+                  graph.input_bytes() + device.reserve_bytes +
+                  rg_.profile.parameter_cast_bytes * graph.parameter_count();
+  const double flops_per_s = graph.run().dtype == DType::bfloat16 && device.peak_bf16_flops > 0
+                                 ? device.peak_bf16_flops
+                                 : device.peak_fp32_flops;
+  stage_time_s_.assign(static_cast<std::size_t>(stage_count()), 0.0);
+  edge_time_s_.assign(static_cast<std::size_t>(stage_count()), 0.0);
+  for (const Op& op : graph.ops()) {
+    if (op.step != 0 || op.stage >= stage_count()) continue;
+    double bytes = 0;
+    for (TensorId t : op.inputs) bytes += static_cast<double>(graph.tensor(t).bytes());
+    for (TensorId t : op.outputs) bytes += static_cast<double>(graph.tensor(t).bytes());
+    const double time = std::max(op.forward_flops / flops_per_s, bytes / device.bandwidth_bytes_per_s);
+    stage_time_s_[static_cast<std::size_t>(op.stage)] += time;
+    if (op.edge_update) edge_time_s_[static_cast<std::size_t>(op.stage)] += time;
+  }
+}
+
+const std::vector<Item>& ChainModel::items(int step, int stage, std::int64_t blocks) {
+  auto it = items_.find(blocks);
+  if (it == items_.end()) {
+    Plan plan = empty_plan(graph().stages());
+    for (std::size_t s = 0; s < edges_.size(); ++s)
+      if (edges_[s] > 0) plan.edge_blocks[s] = std::min(blocks, edges_[s]);
+    Schedule schedule = build_schedule(graph(), plan);
+    std::vector<std::vector<std::vector<Item>>> per(static_cast<std::size_t>(steps_),
+                                                    std::vector<std::vector<Item>>(static_cast<std::size_t>(stage_count() + 1)));
+    for (Item& item : schedule.items) {
+      const Op& op = graph().op(item.kind == Item::Kind::op ? item.op : item.first_op);
+      per[static_cast<std::size_t>(op.step)][static_cast<std::size_t>(op.stage)].push_back(std::move(item));
+    }
+    it = items_.emplace(blocks, std::move(per)).first;
+  }
+  return it->second[static_cast<std::size_t>(step)][static_cast<std::size_t>(stage)];
+}
+
+Effect ChainModel::run(int c, int s, std::int64_t blocks, StageContext ctx, const std::vector<std::int64_t>& in) {
+  const int step = class_steps_[static_cast<std::size_t>(c)];
+  ctx.first_parameter_gradients = step == steps_ - 1;
+  const auto& list = rg_.incoming[static_cast<std::size_t>(step)][static_cast<std::size_t>(s)];
+  for (std::size_t i = 0; i < list.size() && i < in.size(); ++i) ctx.incoming_grads.emplace_back(list[i], in[i]);
+  const StageRun r = replay_stage(rg_, items(step, s, blocks), step, s, ctx);
+  Effect e{r.forward.delta_bytes, r.forward.peak_bytes, r.backward.delta_bytes, r.backward.peak_bytes,
+           r.released_at_end_bytes, r.backward_prelude_bytes, {}};
+  for (const auto& [t, bytes] : r.outgoing_grads) e.outgoing.emplace_back(rg_.local_key[static_cast<std::size_t>(t)], bytes);
+  return e;
+}
+
+Effect ChainModel::cached(const Key& key, const std::vector<std::int64_t>& in, int c, int s, std::int64_t blocks,
+                          const StageContext& ctx) {
+  auto k = std::make_pair(key, in);
+  if (auto it = cache_.find(k); it != cache_.end()) return it->second;
+  return cache_[std::move(k)] = run(c, s, blocks, ctx, in);
+}
+
+std::vector<std::int64_t> ChainModel::signature(int c, int s, const GradState& state) const {
+  const int step = class_steps_[static_cast<std::size_t>(c)];
+  std::vector<std::int64_t> in;
+  for (TensorId t : rg_.incoming[static_cast<std::size_t>(step)][static_cast<std::size_t>(s)]) {
+    const auto it = state.find(rg_.local_key[static_cast<std::size_t>(t)]);
+    in.push_back(it == state.end() ? graph().tensor(t).bytes() : it->second);
+  }
+  return in;
+}
+
+int ChainModel::norm_lo(int s, int a) const {
+  for (int p : input_producers_[static_cast<std::size_t>(s)])
+    if (p >= a) return std::min(p, s);
+  return s;
+}
+
+int ChainModel::norm_hi(int s, int b) const {
+  int best = s;
+  for (int q : output_consumers_[static_cast<std::size_t>(s)])
+    if (q <= b) best = std::max(best, q);
+  return best;
+}
+
+std::vector<std::int64_t> ChainModel::boundary(int c, int p, const GradState& state) const {
+  // hand_over() never removes entries: keep those of tensors made before
+  // stage p (in this step or the one before), as (key, bytes) pairs.
+  const auto& producer_stage = key_stage_[static_cast<std::size_t>(c)];
+  std::vector<std::int64_t> out;
+  for (const auto& [key, bytes] : state) {
+    const auto it = producer_stage.find(key);
+    if (it != producer_stage.end() && it->second >= p) continue;
+    out.push_back(key);
+    out.push_back(bytes);
+  }
+  return out;
+}
+
+Effect ChainModel::plain(int c, int s, std::int64_t blocks, const std::vector<std::int64_t>& in) {
+  return cached({c, s, blocks, kPlain, 0, 0, 0, 0}, in, c, s, blocks, StageContext{});
+}
+
+Effect ChainModel::region_forward(int c, int s, std::int64_t blocks, int a) {
+  a = norm_lo(s, a);
+  StageContext ctx;
+  ctx.saving = false;
+  ctx.held_before = a;
+  return cached({c, s, blocks, kRegionForward, a, 0, 0, 0}, {}, c, s, blocks, ctx);
+}
+
+Effect ChainModel::recompute_plain(int c, int s, std::int64_t blocks, int a, int b, const std::vector<std::int64_t>& in) {
+  a = norm_lo(s, a);
+  b = norm_hi(s, b);
+  StageContext ctx;
+  ctx.original_forward = false;
+  ctx.context_lo = a;
+  ctx.context_hi = b;
+  ctx.in_region = true;
+  return cached({c, s, blocks, kRecomputePlain, a, b, 0, 0}, in, c, s, blocks, ctx);
+}
+
+Effect ChainModel::recompute_in_inner(int c, int s, std::int64_t blocks, int a, int b, int inner_from) {
+  a = norm_lo(s, a);
+  b = norm_hi(s, b);
+  inner_from = norm_lo(s, inner_from);
+  StageContext ctx;
+  ctx.original_forward = false;
+  ctx.context_lo = a;
+  ctx.context_hi = b;
+  ctx.saving = false;
+  ctx.held_before = inner_from;  // the inner region keeps its inputs from here
+  return cached({c, s, blocks, kRecomputeInInner, a, b, inner_from, 0}, {}, c, s, blocks, ctx);
+}
+
+Effect ChainModel::inner_recompute(int c, int s, std::int64_t blocks, int c0, int d, const std::vector<std::int64_t>& in) {
+  c0 = norm_lo(s, c0);
+  d = norm_hi(s, d);
+  StageContext ctx;
+  ctx.original_forward = false;
+  ctx.context_lo = c0;
+  ctx.context_hi = d;
+  ctx.in_region = true;
+  ctx.hold_outputs = rg_.profile.nested_recompute_keeps_outputs;
+  return cached({c, s, blocks, kInnerRecompute, c0, d, 0, 0}, in, c, s, blocks, ctx);
+}
+
+Effect ChainModel::loss(int c, const std::vector<std::int64_t>& in) {
+  return cached({c, stage_count(), 1, kLoss, 0, 0, 0, 0}, in, c, stage_count(), 1, StageContext{});
+}
+
+std::int64_t ChainModel::kept_bytes(int c, int from, int to, int made_from, int made_before) const {
+  const auto cache_key = std::make_tuple(c, from, to, made_from, made_before);
+  if (auto it = kept_cache_.find(cache_key); it != kept_cache_.end()) return it->second;
+  const int step = class_steps_[static_cast<std::size_t>(c)];
+  const int lo = made_from < 0 ? -1 : rg_.key(step, made_from);
+  const int hi = rg_.key(step, made_before);
+  std::vector<TensorId> seen;
+  std::int64_t bytes = 0;
+  for (std::size_t i = 0; i < rg_.op_key.size(); ++i) {
+    const int k = rg_.op_key[i];
+    if (k < rg_.key(step, from) || k > rg_.key(step, to)) continue;
+    for (TensorId t : graph().op(static_cast<OpId>(i)).inputs) {
+      if (graph().tensor(t).role != TensorRole::activation) continue;
+      const int pk = rg_.producer_key[static_cast<std::size_t>(t)];
+      if (pk < lo || pk >= hi || std::find(seen.begin(), seen.end(), t) != seen.end()) continue;
+      seen.push_back(t);
+      bytes += graph().tensor(t).bytes();
+    }
+  }
+  return kept_cache_[cache_key] = bytes;
+}
+
+ChainModel::Prediction ChainModel::predict(const Plan& plan) {
+  const int n = stage_count();
+  auto blocks = [&](int s) { return plan.edge_blocks[static_cast<std::size_t>(s)]; };
+  Prediction p;
+  std::int64_t mem = 0, peak = 0;
+  auto at = [&](std::int64_t rel) { peak = std::max(peak, mem + rel); };
+  // Forward.
+  for (int step = 0; step < steps_; ++step) {
+    const int c = class_of(step);
+    int s = 0;
+    for (std::size_t r = 0; s < n;) {
+      if (r < plan.checkpoints.size() && plan.checkpoints[r].from == s) {
+        const Region& region = plan.checkpoints[r];
+        for (int t = region.from; t <= region.to; ++t) {
+          const Effect e = region_forward(c, t, blocks(t), region.from);
+          at(e.forward_peak);
+          mem += e.forward_delta;
+        }
+        s = region.to + 1;
+        ++r;
+      } else {
+        const Effect e = plain(c, s, blocks(s));
+        at(e.forward_peak);
+        mem += e.forward_delta;
+        ++s;
+      }
+    }
+    const Effect l = loss(c);
+    at(l.forward_peak);
+    mem += l.forward_delta;
+  }
+  for (int step = 0; step < steps_; ++step) mem += loss(class_of(step)).backward_prelude;
+  // Backward.
+  GradState grads;
+  for (int step = steps_ - 1; step >= 0; --step) {
+    const int c = class_of(step);
+    const Effect l = loss(c, signature(c, n, grads));
+    at(l.backward_peak);
+    mem += l.backward_delta;
+    hand_over(l, grads);
+    int s = n - 1;
+    for (std::size_t r = plan.checkpoints.size(); s >= 0;) {
+      if (r > 0 && plan.checkpoints[r - 1].to == s) {
+        const Region& region = plan.checkpoints[r - 1];
+        const int a = region.from, b = region.to;
+        // Recompute: pieces in order.
+        for (int t = a; t <= b; ++t) {
+          const Region* in = nullptr;
+          for (const Region& x : region.inner)
+            if (x.from <= t && t <= x.to) in = &x;
+          const Effect e = in ? recompute_in_inner(c, t, blocks(t), a, b, in->from) : recompute_plain(c, t, blocks(t), a, b);
+          at(e.forward_peak);
+          mem += e.forward_delta;
+        }
+        // Backward: pieces in reverse.
+        for (int t = b; t >= a;) {
+          const Region* in = nullptr;
+          for (const Region& x : region.inner)
+            if (x.from <= t && t <= x.to) in = &x;
+          if (!in) {
+            const Effect e = recompute_plain(c, t, blocks(t), a, b, signature(c, t, grads));
+            at(e.backward_peak);
+            mem += e.backward_delta;
+            hand_over(e, grads);
+            --t;
+            continue;
+          }
+          std::int64_t held_outputs = 0;
+          for (int u = in->from; u <= in->to; ++u) {
+            const Effect e = inner_recompute(c, u, blocks(u), in->from, in->to);
+            at(e.forward_peak);
+            mem += e.forward_delta;
+          }
+          for (int u = in->to; u >= in->from; --u) {
+            const Effect e = inner_recompute(c, u, blocks(u), in->from, in->to, signature(c, u, grads));
+            at(e.backward_peak);
+            mem += e.backward_delta;
+            hand_over(e, grads);
+            held_outputs += e.released_at_end;
+          }
+          mem -= held_outputs + kept_bytes(c, in->from, in->to, a, in->from);
+          t = in->from - 1;
+        }
+        mem -= kept_bytes(c, a, b, -1, a);
+        s = a - 1;
+        --r;
+      } else {
+        const Effect e = plain(c, s, blocks(s), signature(c, s, grads));
+        at(e.backward_peak);
+        mem += e.backward_delta;
+        hand_over(e, grads);
+        --s;
+      }
+    }
+  }
+  at(0);  // the optimizer step: every parameter gradient resident
+  p.peak_bytes = static_bytes_ + peak;
+  // Time: each forward execution beyond the first.
+  double extra = 0;
+  for (int s = 0; s < n; ++s) {
+    int depth = 0;
+    for (const Region& region : plan.checkpoints)
+      if (region.from <= s && s <= region.to) {
+        depth = 1;
+        for (const Region& in : region.inner)
+          if (in.from <= s && s <= in.to) depth = 2;
+      }
+    extra += depth * stage_forward_s(s) + (blocks(s) > 1 ? edge_forward_s(s) : 0.0);
+  }
+  p.recompute_s = extra * steps_;
+  return p;
+}
+
+}  // namespace actmem::detail

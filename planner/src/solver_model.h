@@ -1,0 +1,127 @@
+#pragma once
+// The solver's internal cost model: per-stage replays (solver_replay.h)
+// composed along the simulator's execution order. For a plan it predicts
+// the simulator's peak_bytes exactly (tests check this plan by plan against
+// simulate()) and its step time up to floating-point summation order.
+//
+// Rollout steps fall in classes that replay alike: the first step (its grid
+// input is a model input), the middle steps, and the last step (the first
+// to run backward, so it allocates the parameter gradients).
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "actmem/cost_graph.h"
+#include "actmem/device.h"
+#include "actmem/plan.h"
+#include "solver_replay.h"
+
+namespace actmem::detail {
+
+// Memory effects of one execution pattern of a stage (or a group of
+// stages), relative to the memory before it.
+struct Effect {
+  std::int64_t forward_delta = 0, forward_peak = 0;
+  std::int64_t backward_delta = 0, backward_peak = 0;
+  std::int64_t released_at_end = 0;  // released when the enclosing nested region ends
+  std::int64_t backward_prelude = 0;  // loss only: its seed allocated, the held loss released
+  // Gradients handed to earlier stages: (step-independent tensor key, bytes).
+  std::vector<std::pair<int, std::int64_t>> outgoing;
+};
+
+// Gradient buffers in flight between stages during the backward pass:
+// step-independent tensor key -> bytes (absent: the tensor's own size).
+using GradState = std::map<int, std::int64_t>;
+
+class ChainModel {
+ public:
+  ChainModel(const CostGraph& graph, const Device& device);
+
+  int stage_count() const { return rg_.stage_count; }
+  int class_count() const { return static_cast<int>(class_steps_.size()); }
+  int class_of(int step) const {
+    if (step == 0) return 0;
+    return step == steps_ - 1 ? class_count() - 1 : 1;
+  }
+  // The gradients in flight at boundary p of the backward pass (stages >= p
+  // done): those of tensors made before stage p and used from p on, as
+  // their bytes, in a fixed order. Two equal boundaries behave alike.
+  std::vector<std::int64_t> boundary(int c, int p, const GradState& state) const;
+  // How many rollout steps are of class c, and the step replayed for it.
+  int class_steps(int c) const { return class_multiplicity_[static_cast<std::size_t>(c)]; }
+  const CostGraph& graph() const { return rg_.graph; }
+
+  // ---- executions of one stage s with B edge blocks, in step class c ----
+  // Plain at the top level: forward (saving) and backward.
+  // Backward-bearing executions take the sizes of the gradients flowing in
+  // (signature(): in the order of the stage's incoming gradients).
+  Effect plain(int c, int s, std::int64_t blocks, const std::vector<std::int64_t>& in = {});
+  // Original forward inside a top-level region from `a`. Forward fields only.
+  Effect region_forward(int c, int s, std::int64_t blocks, int a);
+  // Recomputation inside region [a, b] as a plain child (saving), and its
+  // backward.
+  Effect recompute_plain(int c, int s, std::int64_t blocks, int a, int b, const std::vector<std::int64_t>& in = {});
+  // Recomputation inside region [a, b] as part of inner region from
+  // `inner_from` (not saving). Forward fields only.
+  Effect recompute_in_inner(int c, int s, std::int64_t blocks, int a, int b, int inner_from);
+  // Inside inner region [c0, d]: its recomputation (saving) and backward.
+  Effect inner_recompute(int c, int s, std::int64_t blocks, int c0, int d, const std::vector<std::int64_t>& in = {});
+  // The incoming gradient sizes of stage s (class c) given what is in flight.
+  std::vector<std::int64_t> signature(int c, int s, const GradState& state) const;
+  static void hand_over(const Effect& e, GradState& state) {
+    for (const auto& [key, bytes] : e.outgoing) state[key] = bytes;
+  }
+  // Bytes of the activations used in stages [from, to] of a step of class
+  // c that were made by stages [made_from, made_before) of the same step
+  // (made_from -1: earlier steps too), i.e. what a checkpoint over [from, to]
+  // keeps of them.
+  std::int64_t kept_bytes(int c, int from, int to, int made_from, int made_before) const;
+
+  // The loss pseudo-stage of class c.
+  Effect loss(int c, const std::vector<std::int64_t>& in = {});
+  // Step-time contributions: one forward execution of stage s, and of its
+  // edge update.
+  double stage_forward_s(int s) const { return stage_time_s_[static_cast<std::size_t>(s)]; }
+  double edge_forward_s(int s) const { return edge_time_s_[static_cast<std::size_t>(s)]; }
+
+  std::int64_t static_bytes() const { return static_bytes_; }
+  int steps() const { return steps_; }
+
+  // The composed prediction for a plan.
+  struct Prediction {
+    std::int64_t peak_bytes = 0;
+    double recompute_s = 0;  // step time added to the plan "none"
+  };
+  Prediction predict(const Plan& plan);
+
+ private:
+  const std::vector<Item>& items(int step, int stage, std::int64_t blocks);
+  Effect run(int c, int s, std::int64_t blocks, StageContext ctx, const std::vector<std::int64_t>& in);
+  using Key = std::tuple<int, int, std::int64_t, int, int, int, int, int>;
+  Effect cached(const Key& key, const std::vector<std::int64_t>& in, int c, int s, std::int64_t blocks,
+                const StageContext& ctx);
+
+  ReplayGraph rg_;
+  int steps_ = 1;
+  std::vector<int> class_steps_;         // representative step per class
+  std::vector<int> class_multiplicity_;  // steps per class
+  std::int64_t static_bytes_ = 0;
+  std::vector<double> stage_time_s_, edge_time_s_;
+  std::vector<std::int64_t> edges_;
+  // Items per (blocks) schedule: [step][stage] (stage_count = loss items).
+  std::map<std::int64_t, std::vector<std::vector<std::vector<Item>>>> items_;
+  std::map<std::pair<Key, std::vector<std::int64_t>>, Effect> cache_;
+  // Context bounds that replay alike for stage s: norm_lo(s, a) is the
+  // least producer stage of s's inputs (or s) at or after a; norm_hi(s, b)
+  // the greatest consumer stage of its outputs (or s) at or before b.
+  int norm_lo(int s, int a) const;
+  int norm_hi(int s, int b) const;
+  std::vector<std::vector<int>> input_producers_, output_consumers_;  // per stage, sorted, same step
+  std::vector<std::map<int, int>> key_stage_;
+  mutable std::map<std::tuple<int, int, int, int, int>, std::int64_t> kept_cache_;  // per class: tensor key -> producer stage
+};
+
+}  // namespace actmem::detail

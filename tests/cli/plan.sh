@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# `actmem fit`, `plan`, `sweep` end to end: exit codes, the plan file against
+# docs/plan.schema.json, `simulate --plan` reproducing `predicted` exactly,
+# atomic writes. `bash plan.sh ACTMEM_BINARY SOURCE_DIR`.
+source "$(dirname "$0")/lib.sh"
+
+# fit: exit 0 when it fits, 1 when it does not (with the minimum and devices).
+"$actmem" fit --model graphcast-small --device a100-80gb --framework pytorch >"$work/fit.txt"
+[ $? -eq 0 ] || fail "graphcast-small on a100-80gb should fit: $(cat "$work/fit.txt")"
+grep -q '^FITS: predicted peak' "$work/fit.txt" || fail "fit output: $(cat "$work/fit.txt")"
+"$actmem" fit --model graphcast --device tpu-v4 --budget 2GiB >"$work/nofit.txt"
+[ $? -eq 1 ] || fail "graphcast in 2 GiB should not fit"
+grep -q '^DOES NOT FIT: the least memory any plan needs is' "$work/nofit.txt" || fail "nofit output: $(cat "$work/nofit.txt")"
+grep -q 'catalog devices that fit:' "$work/nofit.txt" || fail "nofit lists no devices: $(cat "$work/nofit.txt")"
+"$actmem" fit --model graphcast-small --device a100-80gb --json >"$work/fit.json" || fail "fit --json exited $?"
+
+# plan: every plan written validates against the schema and re-simulates to
+# exactly its predicted figures.
+i=0
+for args in "--model graphcast --device tpu-v4" \
+            "--model graphcast-small --device rtx4090-24gb --framework pytorch" \
+            "--model graphcast-operational --device h100-80gb --rollout 4" \
+            "--model graphcast-small --device v100-16gb --dtype float32 --batch 2"; do
+  i=$((i + 1))
+  # shellcheck disable=SC2086
+  "$actmem" plan $args -o "$work/plan$i.json" 2>/dev/null
+  status=$?
+  [ "$status" -le 1 ] || fail "plan $args exited $status"
+  [ "$status" -eq 0 ] || continue
+  "$actmem" simulate --plan "$work/plan$i.json" --json >"$work/sim$i.json" || fail "simulate --plan plan$i.json: $?"
+  /usr/bin/python3 - "$source_dir/docs/plan.schema.json" "$work/plan$i.json" "$work/sim$i.json" <<'PY' || fail "plan$i.json ($args)"
+import json, sys
+import jsonschema
+schema, plan, sim = (json.load(open(p)) for p in sys.argv[1:])
+jsonschema.validate(plan, schema)
+for key, value in plan["predicted"].items():
+    assert sim[key] == value, (key, sim[key], value)
+PY
+done
+[ -z "$(ls -A "$work" | grep '^\.plan')" ] || fail "temporary plan files left behind"
+
+# -o - writes the plan to stdout; a plan that does not fit writes nothing.
+"$actmem" plan --model graphcast-small --device a100-80gb -o - | /usr/bin/python3 -c 'import json,sys; assert json.load(sys.stdin)["format"] == "actmem.plan"' \
+  || fail "plan -o - is not a plan"
+"$actmem" plan --model graphcast --device tpu-v4 --budget 1GiB -o "$work/none.json" 2>/dev/null
+[ $? -eq 1 ] || fail "plan in 1 GiB should exit 1"
+[ ! -e "$work/none.json" ] || fail "a plan that does not fit was written"
+
+# sweep: one row per device x batch x rollout.
+rows=$("$actmem" sweep --model graphcast-small --devices a100-80gb,tpu-v4 --batch 1,2 --rollout 1 --json |
+       /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+[ "$rows" = 4 ] || fail "sweep rows: $rows"
+check_error "--batch: expected a comma-separated list of positive integers, got '1,x'" sweep --batch 1,x
+
+finish

@@ -1,0 +1,262 @@
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "actmem/device.h"
+#include "actmem/simulator.h"
+#include "actmem/solver.h"
+#include "solver_model.h"
+#include "test_models.h"
+
+using namespace actmem;
+
+namespace {
+
+struct RunCase {
+  const char* name;
+  Framework framework;
+  DType dtype;
+  std::int64_t batch;
+  std::int64_t rollout;
+};
+
+// Both frameworks, batch and rollout variations.
+const RunCase kRuns[] = {
+    {"pytorch float32", Framework::pytorch, DType::float32, 1, 1},
+    {"pytorch float32 batch 2", Framework::pytorch, DType::float32, 2, 1},
+    {"pytorch bfloat16 rollout 2", Framework::pytorch, DType::bfloat16, 1, 2},
+    {"pytorch float32 rollout 3", Framework::pytorch, DType::float32, 1, 3},
+    {"jax bfloat16", Framework::jax, DType::bfloat16, 1, 1},
+    {"jax bfloat16 batch 2", Framework::jax, DType::bfloat16, 2, 1},
+    {"jax float32 rollout 2", Framework::jax, DType::float32, 1, 2},
+    {"jax bfloat16 rollout 3", Framework::jax, DType::bfloat16, 1, 3},
+};
+
+CostGraph graph_for(const ModelDescription& model, const RunCase& c) {
+  RunOptions run;
+  run.framework = c.framework;
+  run.dtype = c.dtype;
+  run.batch = c.batch;
+  run.rollout = c.rollout;
+  return CostGraph::build(model, run);
+}
+
+// Every top-level structure of the plan space over n stages: segments that
+// are a plain stage or a region, regions optionally with inner regions.
+void structures(int s, int n, bool nested, std::vector<Region>& current, std::vector<std::vector<Region>>& out) {
+  if (s == n) {
+    out.push_back(current);
+    return;
+  }
+  structures(s + 1, n, nested, current, out);
+  for (int to = s; to < n; ++to) {
+    std::vector<std::vector<Region>> inners{{}};
+    if (nested) {
+      std::vector<std::vector<Region>> all;
+      std::vector<Region> cur;
+      structures(s, to + 1, false, cur, all);  // over stages s..to (regions starting before s are dropped)
+      inners.clear();
+      for (auto& list : all) {
+        std::vector<Region> inside;
+        for (const Region& r : list)
+          if (r.from >= s) inside.push_back(r);
+        if (inside.size() == list.size()) inners.push_back(inside);
+      }
+    }
+    for (const auto& inner : inners) {
+      current.push_back({s, to, inner});
+      structures(to + 1, n, nested, current, out);
+      current.pop_back();
+    }
+  }
+}
+
+Plan random_plan(std::mt19937& rng, int n, const std::vector<std::int64_t>& edges) {
+  const std::int64_t choices[] = {1, 2, 3, 8};
+  Plan p;
+  p.edge_blocks.assign(static_cast<std::size_t>(n), 1);
+  for (int s = 0; s < n; ++s)
+    if (edges[static_cast<std::size_t>(s)] > 0) p.edge_blocks[static_cast<std::size_t>(s)] = choices[rng() % 4];
+  for (int s = 0; s < n;) {
+    const int to = std::min(n - 1, s + static_cast<int>(rng() % 4));
+    if (rng() % 2) {
+      Region r{s, to, {}};
+      for (int t = s; t <= to;) {
+        const int t2 = std::min(to, t + static_cast<int>(rng() % 3));
+        if (rng() % 3 == 0) r.inner.push_back({t, t2, {}});
+        t = t2 + 1;
+      }
+      p.checkpoints.push_back(r);
+    }
+    s = to + 1;
+  }
+  return p;
+}
+
+}  // namespace
+
+TEST_SUITE("solver") {
+  TEST_CASE("solver model: composing per-stage replays predicts simulate()'s peak exactly, plan by plan") {
+    // The decomposition the search relies on (docs/solver.md): nested
+    // regions and odd block counts included.
+    const Device device = load_device("a100-80gb");
+    std::mt19937 rng(7);
+    for (const RunCase& c : kRuns) {
+      CAPTURE(c.name);
+      const CostGraph g = graph_for(testing::tiny_model(3), c);
+      detail::ChainModel model(g, device);
+      const Report none = simulate(g, device, device.memory_bytes, empty_plan(g.stages()));
+      for (int i = 0; i < 60; ++i) {
+        const Plan plan = i == 0 ? empty_plan(g.stages()) : random_plan(rng, static_cast<int>(g.stages().size()), edges_per_stage(g));
+        CAPTURE(describe(plan, g.stages()));
+        const Report r = simulate(g, device, device.memory_bytes, plan);
+        const auto predicted = model.predict(plan);
+        CHECK(predicted.peak_bytes == r.peak_bytes);
+        CHECK(none.step_time_s + predicted.recompute_s == doctest::Approx(r.step_time_s).epsilon(1e-12));
+      }
+    }
+  }
+
+  TEST_CASE("solver: exhaustive enumeration of the plan space finds nothing faster that fits, at every budget") {
+    // 5 stages (2 processor steps), block counts {1, 2, 4}: every plan of
+    // the space simulated; budgets swept from below the least peak to the
+    // no-checkpoint peak.
+    const Device device = load_device("a100-80gb");
+    SolverOptions options;
+    options.block_choices = {1, 2, 4};
+    options.allow_nested_regions = false;
+    for (const RunCase& c : kRuns) {
+      CAPTURE(c.name);
+      const CostGraph g = graph_for(testing::tiny_model(2), c);
+      const int n = static_cast<int>(g.stages().size());
+      const auto edges = edges_per_stage(g);
+      std::vector<int> edge_stages;
+      for (int s = 0; s < n; ++s)
+        if (edges[static_cast<std::size_t>(s)] > 0) edge_stages.push_back(s);
+      std::vector<std::vector<Region>> all;
+      std::vector<Region> current;
+      structures(0, n, false, current, all);
+      std::vector<std::pair<std::int64_t, double>> plans;  // (peak, time) of every plan
+      std::size_t combos = 1;
+      for (std::size_t i = 0; i < edge_stages.size(); ++i) combos *= 3;
+      for (const auto& regions : all)
+        for (std::size_t k = 0; k < combos; ++k) {
+          Plan p = empty_plan(g.stages());
+          p.checkpoints = regions;
+          std::size_t rest = k;
+          for (int s : edge_stages) {
+            p.edge_blocks[static_cast<std::size_t>(s)] = options.block_choices[rest % 3];
+            rest /= 3;
+          }
+          const Report r = simulate(g, device, device.memory_bytes, p);
+          plans.emplace_back(r.peak_bytes, r.step_time_s);
+        }
+      std::int64_t least = plans.front().first, most = plans.front().first;
+      for (const auto& [peak, time] : plans) {
+        least = std::min(least, peak);
+        most = std::max(most, peak);
+      }
+      CHECK(minimum_memory(g, device, options).min_peak_bytes == least);
+      for (int i = 0; i <= 24; ++i) {
+        const std::int64_t budget = least - 1 + (most - least + 1) * i / 24 + (i % 2 ? 1 : 0);
+        CAPTURE(budget);
+        double best = -1;
+        for (const auto& [peak, time] : plans)
+          if (peak <= budget && (best < 0 || time < best)) best = time;
+        const Solution s = solve(g, device, budget, options);
+        CHECK(s.min_peak_bytes == least);
+        if (best < 0) {
+          CHECK_FALSE(s.feasible);
+          CHECK(s.report.peak_bytes == least);
+        } else {
+          REQUIRE(s.feasible);
+          CHECK(s.report.peak_bytes <= budget);
+          CHECK(s.report.step_time_s <= best * (1 + 1e-12));
+        }
+      }
+    }
+  }
+
+  TEST_CASE("solver: the returned figures are simulate()'s for the returned plan") {
+    const Device device = load_device("a100-80gb");
+    const CostGraph g = graph_for(testing::tiny_model(4), kRuns[0]);
+    const Solution least = minimum_memory(g, device);
+    const std::int64_t budget = least.min_peak_bytes + (least.min_peak_bytes / 50);
+    const Solution s = solve(g, device, budget);
+    REQUIRE(s.feasible);
+    const Report again = simulate(g, device, budget, s.plan);
+    CHECK(s.report.peak_bytes == again.peak_bytes);
+    CHECK(s.report.step_time_s == again.step_time_s);
+    CHECK(s.report.budget_bytes == budget);
+    CHECK(s.report.fits);
+  }
+
+  TEST_CASE("solver: a budget below every plan's peak is a result that says how much memory is needed") {
+    const Device device = load_device("a100-80gb");
+    const CostGraph g = graph_for(testing::tiny_model(4), kRuns[4]);
+    const Solution least = minimum_memory(g, device);
+    const Solution s = solve(g, device, least.min_peak_bytes - 1);
+    CHECK_FALSE(s.feasible);
+    CHECK(s.min_peak_bytes == least.min_peak_bytes);
+    CHECK(s.report.peak_bytes == least.min_peak_bytes);
+    CHECK_FALSE(s.report.fits);
+    CHECK(solve(g, device, least.min_peak_bytes).feasible);
+  }
+
+  TEST_CASE("solver: the Pareto frontier is sorted by peak, strictly faster at each step, and simulated") {
+    const Device device = load_device("a100-80gb");
+    for (const RunCase& c : {kRuns[0], kRuns[4]}) {
+      CAPTURE(c.name);
+      const CostGraph g = graph_for(testing::tiny_model(4), c);
+      const auto front = pareto_frontier(g, device);
+      REQUIRE(front.size() >= 2);
+      CHECK(front.front().report.peak_bytes == minimum_memory(g, device).min_peak_bytes);
+      for (std::size_t i = 0; i < front.size(); ++i) {
+        const Report r = simulate(g, device, device.memory_bytes, front[i].plan);
+        CHECK(r.peak_bytes == front[i].report.peak_bytes);
+        if (i > 0) {
+          CHECK(front[i].report.peak_bytes > front[i - 1].report.peak_bytes);
+          CHECK(front[i].report.step_time_s < front[i - 1].report.step_time_s);
+        }
+      }
+      // The fastest point is the plan without checkpoints.
+      CHECK(front.back().report.step_time_s ==
+            doctest::Approx(simulate(g, device, device.memory_bytes, empty_plan(g.stages())).step_time_s).epsilon(1e-12));
+    }
+  }
+
+  TEST_CASE("solver: never slower than a built-in plan at that plan's own peak") {
+    // none, full, every:K for every K, deepmind and deepmind:B, on the
+    // presets and small models, both frameworks: the frontier holds a plan
+    // at least as fast within the baseline's peak.
+    struct ModelCase {
+      const char* name;
+      ModelDescription model;
+    };
+    const ModelCase models[] = {{"graphcast", load_model("graphcast")},
+                                {"graphcast-small", load_model("graphcast-small")},
+                                {"tiny 4", testing::tiny_model(4)},
+                                {"tiny 6", testing::tiny_model(6)}};
+    const Device device = load_device("tpu-v4");
+    for (const ModelCase& m : models)
+      for (const RunCase& c : {kRuns[0], kRuns[4]}) {
+        CAPTURE(m.name);
+        CAPTURE(c.name);
+        const CostGraph g = graph_for(m.model, c);
+        const auto edges = edges_per_stage(g);
+        std::vector<std::string> names{"none", "full", "deepmind", "deepmind:2", "deepmind:4", "deepmind:16"};
+        for (std::int64_t k = 1; k <= m.model.processor_steps; ++k) names.push_back("every:" + std::to_string(k));
+        const auto front = pareto_frontier(g, device);
+        for (const std::string& name : names) {
+          CAPTURE(name);
+          const Report base = simulate(g, device, device.memory_bytes, builtin_plan(name, g.stages(), edges));
+          bool matched = false;
+          for (const ParetoPoint& p : front)
+            matched = matched || (p.report.peak_bytes <= base.peak_bytes &&
+                                  p.report.step_time_s <= base.step_time_s * (1 + 1e-12));
+          CHECK(matched);
+        }
+      }
+  }
+}
