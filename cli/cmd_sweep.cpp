@@ -56,13 +56,15 @@ int run_sweep(const Args& args) {
     std::string id;
     while (std::getline(in, id, ',')) targets.push_back(load_device(id));
   }
+  const std::vector<std::int64_t> rollout_list = parse_list(rollouts, "--rollout");
+  const std::vector<std::int64_t> batch_list = parse_list(batches, "--batch");
   const ModelDescription model = setup.load_model();
   nlohmann::json rows = nlohmann::json::array();
   if (!json)
     std::cout << fmt::format("{:<14} {:>5} {:>7} {:>5} {:>11} {:>11} {:>9} {:>10}\n", "device", "batch", "rollout",
                              "fits", "peak", "budget", "recompute", "step time");
-  for (std::int64_t rollout : parse_list(rollouts, "--rollout")) {
-    for (std::int64_t batch : parse_list(batches, "--batch")) {
+  for (std::int64_t rollout : rollout_list) {
+    for (std::int64_t batch : batch_list) {
       RunSetup s = setup;
       s.batch = batch;
       s.rollout = rollout;
