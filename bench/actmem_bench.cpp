@@ -1,8 +1,12 @@
 // Times solve() and simulate() on the full GraphCast (docs/solver.md).
-//   actmem_bench [runs]   (default 5; the median is printed)
+//   actmem_bench [runs] [flat] [rollout1]   (default 5 runs; the median is printed;
+//   "nested": with nested regions; "rollout1": skip rollout 12;
+//   "model=NAME": another preset)
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -34,19 +38,29 @@ double gib(std::int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1
 
 int main(int argc, char** argv) {
   const int runs = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
-  const ModelDescription model = load_model("graphcast");
+  SolverOptions options;
+  bool rollout1_only = false;
+  for (int i = 2; i < argc; ++i) {
+    if (std::strcmp(argv[i], "nested") == 0) options.allow_nested_regions = true;
+    if (std::strcmp(argv[i], "rollout1") == 0) rollout1_only = true;
+  }
+  std::string model_name = "graphcast";
+  for (int i = 2; i < argc; ++i)
+    if (std::strncmp(argv[i], "model=", 6) == 0) model_name = argv[i] + 6;
+  const ModelDescription model = load_model(model_name);
   const Device device = load_device("tpu-v4");
-  fmt::print("GraphCast 0.25 deg, bfloat16, batch 1, on {} (budget {:.2f} GiB); median of {} runs\n", device.id,
-             gib(device.memory_bytes), runs);
+  fmt::print("{}, bfloat16, batch 1, on {} (budget {:.2f} GiB); median of {} runs\n", model_name,
+             device.id, gib(device.memory_bytes), runs);
   fmt::print("{:<8} {:>7} {:>12} {:>14}  {}\n", "framework", "rollout", "solve ms", "simulate ms", "result");
   for (Framework framework : {Framework::pytorch, Framework::jax})
     for (std::int64_t rollout : {1, 12}) {
+      if (rollout > 1 && rollout1_only) continue;
       RunOptions run;
       run.framework = framework;
       run.rollout = rollout;
       const CostGraph graph = CostGraph::build(model, run);
       Solution solution;
-      const double solve_ms = median_ms(runs, [&] { solution = solve(graph, device, device.memory_bytes); });
+      const double solve_ms = median_ms(runs, [&] { solution = solve(graph, device, device.memory_bytes, options); });
       const double simulate_ms =
           median_ms(runs, [&] { (void)simulate(graph, device, device.memory_bytes, solution.plan); });
       fmt::print("{:<8} {:>7} {:>12.1f} {:>14.3f}  {}\n", to_string(framework), rollout, solve_ms, simulate_ms,
@@ -59,10 +73,10 @@ int main(int argc, char** argv) {
   RunOptions run;
   run.framework = Framework::jax;
   const CostGraph graph = CostGraph::build(model, run);
-  const Solution solution = solve(graph, device, device.memory_bytes);
+  const Solution solution = solve(graph, device, device.memory_bytes, options);
   const Report deepmind =
       simulate(graph, device, device.memory_bytes, builtin_plan("deepmind", graph.stages(), edges_per_stage(graph)));
-  const Solution least = minimum_memory(graph, device);
+  const Solution least = minimum_memory(graph, device, options);
   fmt::print("\njax, rollout 1, {}:\n", device.id);
   fmt::print("  solver:   {}\n            peak {:.2f} GiB ({}), step {:.4f} s, recompute +{:.1f}%\n",
              describe(solution.plan, graph.stages()), gib(solution.report.peak_bytes),

@@ -178,6 +178,70 @@ TEST_SUITE("solver") {
     }
   }
 
+  TEST_CASE("solver: with nested regions, exhaustive enumeration finds nothing faster that fits, at every budget") {
+    // 4 stages (1 processor step), block counts {1, 2}: every plan of the
+    // nested space (top-level regions whose stages split again into plain
+    // stages and inner regions) simulated; budgets swept as above.
+    const Device device = load_device("a100-80gb");
+    SolverOptions options;
+    options.block_choices = {1, 2};
+    options.allow_nested_regions = true;
+    SolverOptions flat = options;
+    flat.allow_nested_regions = false;
+    for (const RunCase& c : kRuns) {
+      CAPTURE(c.name);
+      const CostGraph g = graph_for(testing::tiny_model(1), c);
+      const int n = static_cast<int>(g.stages().size());
+      const auto edges = edges_per_stage(g);
+      std::vector<int> edge_stages;
+      for (int s = 0; s < n; ++s)
+        if (edges[static_cast<std::size_t>(s)] > 0) edge_stages.push_back(s);
+      std::vector<std::vector<Region>> all;
+      std::vector<Region> current;
+      structures(0, n, true, current, all);
+      std::vector<std::pair<std::int64_t, double>> plans;  // (peak, time) of every plan
+      std::int64_t least_flat = -1;
+      for (const auto& regions : all) {
+        bool nested = false;
+        for (const Region& r : regions) nested = nested || !r.inner.empty();
+        for (std::size_t k = 0; k < (std::size_t{1} << edge_stages.size()); ++k) {
+          Plan p = empty_plan(g.stages());
+          p.checkpoints = regions;
+          for (std::size_t i = 0; i < edge_stages.size(); ++i)
+            p.edge_blocks[static_cast<std::size_t>(edge_stages[i])] = (k >> i) & 1 ? 2 : 1;
+          const Report r = simulate(g, device, device.memory_bytes, p);
+          plans.emplace_back(r.peak_bytes, r.step_time_s);
+          if (!nested && (least_flat < 0 || r.peak_bytes < least_flat)) least_flat = r.peak_bytes;
+        }
+      }
+      std::int64_t least = plans.front().first, most = plans.front().first;
+      for (const auto& [peak, time] : plans) {
+        least = std::min(least, peak);
+        most = std::max(most, peak);
+      }
+      CHECK(minimum_memory(g, device, options).min_peak_bytes == least);
+      // allow_nested_regions takes effect: without it, the flat space's least.
+      CHECK(minimum_memory(g, device, flat).min_peak_bytes == least_flat);
+      for (int i = 0; i <= 24; ++i) {
+        const std::int64_t budget = least - 1 + (most - least + 1) * i / 24 + (i % 2 ? 1 : 0);
+        CAPTURE(budget);
+        double best = -1;
+        for (const auto& [peak, time] : plans)
+          if (peak <= budget && (best < 0 || time < best)) best = time;
+        const Solution s = solve(g, device, budget, options);
+        CHECK(s.min_peak_bytes == least);
+        if (best < 0) {
+          CHECK_FALSE(s.feasible);
+          CHECK(s.report.peak_bytes == least);
+        } else {
+          REQUIRE(s.feasible);
+          CHECK(s.report.peak_bytes <= budget);
+          CHECK(s.report.step_time_s <= best * (1 + 1e-12));
+        }
+      }
+    }
+  }
+
   TEST_CASE("solver: the returned figures are simulate()'s for the returned plan") {
     const Device device = load_device("a100-80gb");
     const CostGraph g = graph_for(testing::tiny_model(4), kRuns[0]);

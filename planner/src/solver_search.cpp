@@ -105,6 +105,57 @@ void push_suffix(std::int64_t& sum, std::int64_t& p, std::int64_t delta, std::in
   sum += delta;
 }
 
+// Prefix accumulator in absolute form, pushed from the left: peak = max over
+// items of (bytes of items left of it + its peak). Unlike push_prefix, both
+// values only grow with any item's bytes or peak, so labels with equal
+// boundaries compare on them directly (no bucketing by sums needed).
+void push_front(std::int64_t& sum, std::int64_t& peak, std::int64_t delta, std::int64_t item_peak) {
+  peak = std::max(item_peak, delta + peak);
+  sum += delta;
+}
+
+// Keeps the partial labels no other dominates in every value and time.
+template <class P>
+void dominance_filter(std::vector<P>& ps) {
+  std::sort(ps.begin(), ps.end(), [](const P& x, const P& y) {
+    if (x.time_s != y.time_s) return x.time_s < y.time_s;
+    return x.v < y.v;
+  });
+  std::vector<P> kept;
+  for (P& p : ps) {
+    bool dominated = false;
+    for (const P& q : kept) {
+      bool all = true;
+      for (std::size_t i = 0; i < p.v.size() && all; ++i) all = q.v[i] <= p.v[i];
+      if (all) {
+        dominated = true;
+        break;
+      }
+    }
+    if (!dominated) kept.push_back(std::move(p));
+  }
+  ps = std::move(kept);
+}
+
+// Of options (one per block count of a stage) with their boundary key,
+// values (each only raising the final peak when it grows) and time: whether
+// each is needed, i.e. no other with the same boundary is at least as good
+// in every value and time (of equal ones, the first is kept).
+std::vector<char> needed(const std::vector<std::vector<std::int64_t>>& keys,
+                         const std::vector<std::vector<std::int64_t>>& values, const std::vector<double>& times) {
+  std::vector<char> out(keys.size(), 1);
+  auto as_good = [&](std::size_t j, std::size_t i) {
+    if (keys[j] != keys[i] || times[j] > times[i]) return false;
+    for (std::size_t v = 0; v < values[i].size(); ++v)
+      if (values[j][v] > values[i][v]) return false;
+    return true;
+  };
+  for (std::size_t i = 0; i < keys.size(); ++i)
+    for (std::size_t j = 0; j < keys.size() && out[i]; ++j)
+      if (j != i && out[j] && as_good(j, i) && (!as_good(i, j) || j < i)) out[i] = 0;
+  return out;
+}
+
 class Search {
  public:
   Search(ChainModel& model, const SearchSpace& space)
@@ -241,15 +292,169 @@ class Search {
 
   // Outer values per class: sum_f, q_f, sum_b, p_b; buckets fix sum_f + sum_b.
   static constexpr Dims kOuter{4, 1u << 2};
-  // Inner accumulators per class, in order: original forward (sum, q),
-  // recomputation forward (sum, q), backward (sum, p); buckets fix the
-  // original forward's sum and recomputation plus backward.
+  // Region accumulators per class, in order: original forward (sum, peak),
+  // recomputation forward (sum, peak), both in absolute form (push_front),
+  // and backward (sum, p); buckets hold equal gradients in flight only.
   static constexpr int kInner = 6;
-  static constexpr Dims kInnerDims{6, (1u << 0) | (1u << 4)};
 
   // Every way to run [a, b] as one region (block counts per stage, inner
-  // regions), added to the left of `from`'s labels.
+  // regions), added to the left of `from`'s labels. The region's options
+  // depend only on the gradients in flight at b + 1, so they are computed
+  // once per (a, b, boundary) and reused for every bucket with it.
   void regions(Buckets& into, const Bucket& from, int a, int b) {
+    auto cache_key = std::make_pair(std::make_pair(a, b), key(b + 1, from.grads));
+    auto it = region_cache_.find(cache_key);
+    if (it == region_cache_.end()) it = region_cache_.emplace(std::move(cache_key), region_options(from.grads, a, b)).first;
+    for (const RegionGroup& group : it->second)
+      for (const RegionOption& o : group.options) extend(into, from, o.effects, group.grads, o.time_s, o.trail, a);
+  }
+
+  struct RegionOption {
+    std::vector<SegmentEffect> effects;  // per class
+    double time_s = 0;
+    Trail trail;
+  };
+  struct RegionGroup {
+    std::vector<GradState> grads;  // in flight at a, per class
+    std::vector<RegionOption> options;
+  };
+
+  // One piece of a region's executions: its memory change and local peak.
+  struct Piece {
+    std::int64_t delta = 0, peak = 0;
+  };
+  // An inner region [c0, d] of region [a, b] as one piece of each of the
+  // region's three sequences, per class: the original forward, the
+  // region's recomputation (the inner region keeps its inputs, saves
+  // nothing), and the region's backward (the inner region's recomputation,
+  // its backward, then its held outputs and kept inputs released).
+  struct InnerUnit {
+    std::vector<std::array<Piece, 3>> pieces;  // per class
+    double time_s = 0;
+    std::vector<std::int64_t> blocks;  // stages c0..d
+  };
+  struct InnerGroup {
+    std::vector<GradState> grads;  // in flight at c0, per class
+    std::vector<InnerUnit> units;
+  };
+
+  // Every way to run [c0, d] as an inner region of [a, b] (block counts per
+  // stage) given the gradients in flight at d + 1: a dynamic program right
+  // to left over its stages whose labels carry, per class, prefix
+  // accumulators (absolute form) of the original forward, the region's
+  // recomputation and the inner recomputation, a suffix accumulator of the
+  // inner backward, and minus the held outputs. The piece's effects only
+  // grow with each value, so labels with the same gradients in flight are
+  // compared on all values and time.
+  const std::vector<InnerGroup>& inner_units(int a, int b, int c0, int d, const std::vector<GradState>& grads) {
+    auto cache_key = std::make_pair(std::array<int, 4>{a, b, c0, d}, key(d + 1, grads));
+    if (auto it = inner_cache_.find(cache_key); it != inner_cache_.end()) return it->second;
+    constexpr std::size_t kW = 9;  // values per class
+    struct Partial {
+      std::vector<std::int64_t> v;
+      double time_s = 0;
+      std::vector<std::int64_t> blocks;
+    };
+    struct IBucket {
+      std::vector<GradState> grads;
+      std::vector<Partial> partials;
+    };
+    const auto k = static_cast<std::size_t>(k_);
+    auto filter = [](std::vector<Partial>& ps) { dominance_filter(ps); };
+    std::map<std::vector<std::int64_t>, IBucket> cur;
+    {
+      IBucket start{grads, {}};
+      Partial p;
+      for (std::size_t c = 0; c < k; ++c) p.v.insert(p.v.end(), {0, kNone, 0, kNone, 0, kNone, 0, kNone, 0});
+      start.partials.push_back(std::move(p));
+      cur.emplace(std::vector<std::int64_t>{}, std::move(start));
+    }
+    for (int u = d; u >= c0; --u) {
+      std::map<std::vector<std::int64_t>, IBucket> next;
+      for (auto& [bkey, ib] : cur) {
+        filter(ib.partials);
+        // Block counts of stage u, those dominated in every effect dropped.
+        const std::vector<std::int64_t> options = choices(u);
+        std::vector<std::vector<GradState>> gs;
+        std::vector<std::vector<std::array<Effect, 3>>> es;
+        std::vector<std::vector<std::int64_t>> keys, values;
+        std::vector<double> times;
+        for (std::int64_t blocks : options) {
+          std::vector<GradState> g = ib.grads;
+          std::vector<std::array<Effect, 3>> e(k);
+          std::vector<std::int64_t> vals;
+          for (int c = 0; c < k_; ++c) {
+            auto& ec = e[static_cast<std::size_t>(c)];
+            ec[0] = m_.region_forward(c, u, blocks, a);
+            ec[1] = m_.recompute_in_inner(c, u, blocks, a, b, c0);
+            ec[2] = m_.inner_recompute(c, u, blocks, c0, d, m_.signature(c, u, g[static_cast<std::size_t>(c)]));
+            ChainModel::hand_over(ec[2], g[static_cast<std::size_t>(c)]);
+            vals.insert(vals.end(), {ec[0].forward_delta, ec[0].forward_peak, ec[1].forward_delta, ec[1].forward_peak,
+                                     ec[2].forward_delta, ec[2].forward_peak, ec[2].backward_delta, ec[2].backward_peak,
+                                     -ec[2].released_at_end});
+          }
+          keys.push_back(key(u, g));
+          values.push_back(std::move(vals));
+          times.push_back(2 * m_.stage_forward_s(u) + (blocks > 1 ? m_.edge_forward_s(u) : 0.0));
+          gs.push_back(std::move(g));
+          es.push_back(std::move(e));
+        }
+        const std::vector<char> keep = needed(keys, values, times);
+        for (std::size_t o = 0; o < options.size(); ++o) {
+          if (!keep[o]) continue;
+          const std::int64_t blocks = options[o];
+          const std::vector<GradState>& g = gs[o];
+          const auto& e = es[o];
+          const std::vector<std::int64_t>& boundary = keys[o];
+          const double time_s = times[o];
+          for (const Partial& p : ib.partials) {
+            Partial x = p;
+            std::vector<std::int64_t> nk = boundary;
+            for (std::size_t c = 0; c < k; ++c) {
+              std::int64_t* v = &x.v[kW * c];
+              const auto& ec = e[c];
+              push_front(v[0], v[1], ec[0].forward_delta, ec[0].forward_peak);
+              push_front(v[2], v[3], ec[1].forward_delta, ec[1].forward_peak);
+              push_front(v[4], v[5], ec[2].forward_delta, ec[2].forward_peak);
+              push_suffix(v[6], v[7], ec[2].backward_delta, ec[2].backward_peak);
+              v[8] -= ec[2].released_at_end;  // negated: larger is worse, like the others
+            }
+            x.time_s += time_s;
+            x.blocks.insert(x.blocks.begin(), blocks);
+            auto [it, inserted] = next.try_emplace(std::move(nk));
+            if (inserted) it->second.grads = g;
+            it->second.partials.push_back(std::move(x));
+          }
+        }
+      }
+      cur = std::move(next);
+    }
+    std::vector<std::int64_t> kept(k);
+    for (int c = 0; c < k_; ++c) kept[static_cast<std::size_t>(c)] = m_.kept_bytes(c, c0, d, a, c0);
+    std::map<std::vector<std::int64_t>, std::size_t> group_of;  // boundary at c0 -> index
+    std::vector<InnerGroup> groups;
+    for (auto& [bkey, ib] : cur) {
+      filter(ib.partials);
+      const std::vector<std::int64_t> boundary = key(c0, ib.grads);
+      auto [git, inserted] = group_of.try_emplace(boundary, groups.size());
+      if (inserted) groups.push_back({ib.grads, {}});
+      InnerGroup& group = groups[git->second];
+      for (Partial& p : ib.partials) {
+        InnerUnit unit;
+        for (std::size_t c = 0; c < k; ++c) {
+          const std::int64_t* v = &p.v[kW * c];
+          unit.pieces.push_back({Piece{v[0], v[1]}, Piece{v[2], v[3]},
+                                 Piece{v[4] + v[6] + v[8] - kept[c], std::max(v[5], v[4] + v[7])}});
+        }
+        unit.time_s = p.time_s;
+        unit.blocks = std::move(p.blocks);
+        group.units.push_back(std::move(unit));
+      }
+    }
+    return inner_cache_[cache_key] = std::move(groups);
+  }
+
+  std::vector<RegionGroup> region_options(const std::vector<GradState>& grads, int a, int b) {
     // Inner DP right to left over the region's stages; partial labels carry
     // the block counts chosen so far (stages t..b) and inner regions.
     struct Partial {
@@ -265,52 +470,79 @@ class Search {
     std::vector<std::map<std::vector<std::int64_t>, InnerBucket>> at(static_cast<std::size_t>(b + 2));
     {
       InnerBucket start;
-      start.grads = from.grads;
+      start.grads = grads;
       Partial p;
       for (int c = 0; c < k_; ++c) p.v.add({0, kNone, 0, kNone, 0, kNone});
       start.partials.push_back(std::move(p));
-      at[static_cast<std::size_t>(b + 1)][key(b + 1, from.grads)] = std::move(start);
+      at[static_cast<std::size_t>(b + 1)][key(b + 1, grads)] = std::move(start);
     }
-    auto filter = [](std::vector<Partial>& ps) {
-      std::vector<Label> ls;
-      for (std::size_t i = 0; i < ps.size(); ++i) ls.push_back({ps[i].v, ps[i].time_s, static_cast<int>(i)});
-      pareto_filter(ls, kInnerDims);
-      std::vector<Partial> kept;
-      for (const Label& l : ls) kept.push_back(std::move(ps[static_cast<std::size_t>(l.trail)]));
-      ps = std::move(kept);
+    auto filter = [](std::vector<Partial>& ps) { dominance_filter(ps); };
+    // Adds a piece (per class: original forward, recomputation forward,
+    // backward) to the left of every partial of `ib`, into the bucket of
+    // boundary `left`.
+    auto add = [&](const InnerBucket& ib, const std::vector<std::array<Piece, 3>>& pieces,
+                   const std::vector<GradState>& g, int left, double time_s, const std::vector<std::int64_t>& blocks,
+                   const Region* inner) {
+      const std::vector<std::int64_t> boundary = key(left, g);
+      for (const Partial& p : ib.partials) {
+        Partial x = p;
+        std::vector<std::int64_t> k = boundary;
+        for (int c = 0; c < k_; ++c) {
+          std::int64_t* v = &x.v[static_cast<std::size_t>(kInner * c)];
+          const auto& pc = pieces[static_cast<std::size_t>(c)];
+          push_front(v[0], v[1], pc[0].delta, pc[0].peak);
+          push_front(v[2], v[3], pc[1].delta, pc[1].peak);
+          push_suffix(v[4], v[5], pc[2].delta, pc[2].peak);
+        }
+        x.time_s += time_s;
+        x.blocks.insert(x.blocks.begin(), blocks.begin(), blocks.end());
+        if (inner) x.inner.insert(x.inner.begin(), *inner);
+        auto [it, inserted] = at[static_cast<std::size_t>(left)].try_emplace(std::move(k));
+        if (inserted) it->second.grads = g;
+        it->second.partials.push_back(std::move(x));
+      }
     };
     for (int t = b; t >= a; --t) {
       for (auto& [ikey, ib] : at[static_cast<std::size_t>(t + 1)]) {
         filter(ib.partials);
-        for (std::int64_t blocks : choices(t)) {
-          std::vector<GradState> grads = ib.grads;
-          std::vector<Effect> fwd, rec;
-          for (int c = 0; c < k_; ++c) {
-            fwd.push_back(m_.region_forward(c, t, blocks, a));
-            rec.push_back(m_.recompute_plain(c, t, blocks, a, b, m_.signature(c, t, grads[static_cast<std::size_t>(c)])));
-            ChainModel::hand_over(rec.back(), grads[static_cast<std::size_t>(c)]);
-          }
-          const std::vector<std::int64_t> boundary = key(t, grads);
-          const double time_s = m_.stage_forward_s(t) + (blocks > 1 ? m_.edge_forward_s(t) : 0.0);
-          for (const Partial& p : ib.partials) {
-            Partial x = p;
-            std::vector<std::int64_t> k = boundary;
+        // Stage t as a plain child of the region.
+        // Stage t as a plain child: its block counts, dominated ones dropped.
+        {
+          const std::vector<std::int64_t> options = choices(t);
+          std::vector<std::vector<GradState>> gs;
+          std::vector<std::vector<std::array<Piece, 3>>> ps;
+          std::vector<std::vector<std::int64_t>> keys, values;
+          std::vector<double> times;
+          for (std::int64_t blocks : options) {
+            std::vector<GradState> g = ib.grads;
+            std::vector<std::array<Piece, 3>> pieces;
+            std::vector<std::int64_t> vals;
             for (int c = 0; c < k_; ++c) {
-              std::int64_t* v = &x.v[static_cast<std::size_t>(kInner * c)];
-              const Effect& f = fwd[static_cast<std::size_t>(c)];
-              const Effect& r = rec[static_cast<std::size_t>(c)];
-              push_prefix(v[0], v[1], f.forward_delta, f.forward_peak);
-              push_prefix(v[2], v[3], r.forward_delta, r.forward_peak);
-              push_suffix(v[4], v[5], r.backward_delta, r.backward_peak);
-              k.push_back(v[0]);
-              k.push_back(v[2] + v[4]);
+              const Effect f = m_.region_forward(c, t, blocks, a);
+              const Effect r = m_.recompute_plain(c, t, blocks, a, b, m_.signature(c, t, g[static_cast<std::size_t>(c)]));
+              ChainModel::hand_over(r, g[static_cast<std::size_t>(c)]);
+              pieces.push_back({Piece{f.forward_delta, f.forward_peak}, Piece{r.forward_delta, r.forward_peak},
+                                Piece{r.backward_delta, r.backward_peak}});
+              vals.insert(vals.end(), {f.forward_delta, f.forward_peak, r.forward_delta, r.forward_peak, r.backward_delta,
+                                       r.backward_peak});
             }
-            x.time_s += time_s;
-            x.blocks.insert(x.blocks.begin(), blocks);
-            auto [it, inserted] = at[static_cast<std::size_t>(t)].try_emplace(std::move(k));
-            if (inserted) it->second.grads = grads;
-            it->second.partials.push_back(std::move(x));
+            keys.push_back(key(t, g));
+            values.push_back(std::move(vals));
+            times.push_back(m_.stage_forward_s(t) + (blocks > 1 ? m_.edge_forward_s(t) : 0.0));
+            gs.push_back(std::move(g));
+            ps.push_back(std::move(pieces));
           }
+          const std::vector<char> keep = needed(keys, values, times);
+          for (std::size_t o = 0; o < options.size(); ++o)
+            if (keep[o]) add(ib, ps[o], gs[o], t, times[o], {options[o]}, nullptr);
+        }
+        // An inner region [c0, t].
+        if (!space_.nested_regions) continue;
+        for (int c0 = t; c0 >= a; --c0) {
+          const Region inner{c0, t, {}};
+          for (const InnerGroup& group : inner_units(a, b, c0, t, ib.grads))
+            for (const InnerUnit& unit : group.units)
+              add(ib, unit.pieces, group.grads, c0, unit.time_s, unit.blocks, &inner);
         }
       }
     }
@@ -318,9 +550,11 @@ class Search {
     // only forward and backward peaks still differ between its options
     // (the totals are the bucket's), so keep those not dominated in
     // (peaks, time) before pairing them with the labels to the right.
+    std::vector<RegionGroup> groups;
     std::vector<std::int64_t> kept(static_cast<std::size_t>(k_));
     for (int c = 0; c < k_; ++c) kept[static_cast<std::size_t>(c)] = m_.kept_bytes(c, a, b, -1, a);
     for (auto& [ikey, ib] : at[static_cast<std::size_t>(a)]) {
+      filter(ib.partials);
       std::vector<Label> options;
       std::vector<std::vector<SegmentEffect>> effects;
       for (std::size_t i = 0; i < ib.partials.size(); ++i) {
@@ -329,7 +563,7 @@ class Search {
         Label o;
         for (int c = 0; c < k_; ++c) {
           const std::int64_t* v = &p.v[static_cast<std::size_t>(kInner * c)];
-          e.push_back({v[0], v[0] + v[1], v[2] + v[4] - kept[static_cast<std::size_t>(c)], std::max(v[2] + v[3], v[2] + v[5])});
+          e.push_back({v[0], v[1], v[2] + v[4] - kept[static_cast<std::size_t>(c)], std::max(v[3], v[2] + v[5])});
           o.v.add({e.back().forward_peak, e.back().backward_peak});
         }
         o.time_s = p.time_s;
@@ -338,15 +572,20 @@ class Search {
         effects.push_back(std::move(e));
       }
       pareto_filter(options, Dims{2, 0});
+      RegionGroup group{ib.grads, {}};
       for (const Label& o : options) {
         const Partial& p = ib.partials[static_cast<std::size_t>(o.trail)];
-        Trail t;
-        t.region = {a, b, p.inner};
-        t.is_region = true;
-        t.blocks = p.blocks;
-        extend(into, from, effects[static_cast<std::size_t>(o.trail)], ib.grads, p.time_s, t, a);
+        RegionOption ro;
+        ro.effects = effects[static_cast<std::size_t>(o.trail)];
+        ro.time_s = p.time_s;
+        ro.trail.region = {a, b, p.inner};
+        ro.trail.is_region = true;
+        ro.trail.blocks = p.blocks;
+        group.options.push_back(std::move(ro));
       }
+      groups.push_back(std::move(group));
     }
+    return groups;
   }
 
   Plan plan_of(int trail) const {
@@ -393,6 +632,8 @@ class Search {
   int n_, k_;
   std::vector<std::int64_t> edges_;
   std::vector<Trail> trail_;
+  std::map<std::pair<std::pair<int, int>, std::vector<std::int64_t>>, std::vector<RegionGroup>> region_cache_;
+  std::map<std::pair<std::array<int, 4>, std::vector<std::int64_t>>, std::vector<InnerGroup>> inner_cache_;
 };
 
 }  // namespace
