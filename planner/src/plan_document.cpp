@@ -14,9 +14,8 @@
 
 namespace actmem {
 
-PlanDocument read_plan_document(const std::string& path) {
-  const nlohmann::json document = detail::read_json_file(path);
-  const detail::FieldReader in(document, path);
+PlanDocument plan_document_from_json(const nlohmann::json& document, const std::string& source) {
+  const detail::FieldReader in(document, source);
   in.reject_unknown_fields({"format", "version", "model", "run", "device", "budget_bytes", "stages", "checkpoints",
                             "edge_blocks", "predicted", "exports"});
   if (in.has("format") && in.string("format") != "actmem.plan")
@@ -25,28 +24,32 @@ PlanDocument read_plan_document(const std::string& path) {
     in.fail("version", fmt::format("expected 1 (this actmem reads plan format version 1), got {}",
                                    detail::describe(in.value("version"))));
   PlanDocument d;
-  d.source = path;
+  d.source = source;
   if (in.has("model")) {
-    nlohmann::json model = in.value("model");
-    const std::string claimed = model.value("fingerprint", "");
+    const nlohmann::json& model = in.value("model");
+    const std::string claimed = model.is_object() ? model.value("fingerprint", "") : "";
     try {
-      d.model = model_from_json(model, path);
+      d.model = model_from_json(model, source);
     } catch (const InputError& e) {
-      throw InputError(path, "/model" + e.field(), e.message());
+      throw InputError(source, "/model" + e.field(), e.message());
     }
     if (!claimed.empty() && claimed != fingerprint(*d.model))
-      throw InputError(path, "/model/fingerprint",
-                       fmt::format("expected {} for the model described here, got {} (was the file edited?)",
+      throw InputError(source, "/model/fingerprint",
+                       fmt::format("expected {} for the model described here, got {} (was the document edited?)",
                                    fingerprint(*d.model), claimed));
   }
-  if (in.has("run")) d.run = run_options_from_json(in.value("run"), path, "/run");
-  if (in.has("device")) d.device = device_from_json(in.value("device"), path, "/device");
+  if (in.has("run")) d.run = run_options_from_json(in.value("run"), source, "/run");
+  if (in.has("device")) d.device = device_from_json(in.value("device"), source, "/device");
   if (in.has("budget_bytes")) d.budget_bytes = in.positive_int("budget_bytes", std::int64_t{1} << 62);
   d.plan = nlohmann::json::object();
   for (const char* key : {"stages", "checkpoints", "edge_blocks"})
     if (in.has(key)) d.plan[key] = in.value(key);
   if (!d.plan.contains("checkpoints")) in.fail("checkpoints", "missing required field");
   return d;
+}
+
+PlanDocument read_plan_document(const std::string& path) {
+  return plan_document_from_json(detail::read_json_file(path), path);
 }
 
 Plan plan_for(const PlanDocument& d, const CostGraph& graph) {

@@ -35,6 +35,9 @@ struct PlanDocument {
 // Reads a plan file; syntax and the optional sections are validated here.
 PlanDocument read_plan_document(const std::string& path);
 
+// The same for a document already in memory; `source` names it in errors.
+PlanDocument plan_document_from_json(const nlohmann::json& document, const std::string& source);
+
 // The plan of a document for a model's stage chain. Throws InputError if the
 // document names another model (fingerprint mismatch) or its regions and
 // blocks do not fit the stages.

@@ -1,0 +1,37 @@
+#pragma once
+// actmem's library API in one include (docs/api.md).
+//
+//   ModelDescription model = load_model("graphcast");          // preset, file, or fill the struct
+//   RunOptions run;  run.batch = 2;  run.framework = Framework::pytorch;
+//   Device device = load_device("a100-80gb");                  // catalog id, file, or device_with_memory()
+//   CostGraph graph = CostGraph::build(model, run);            // build once, share across threads
+//   FitAnswer answer = fits(graph, device);                     // fits, peak, min_peak_bytes, plan, report
+//   Report r = simulate(graph, device, device.memory_bytes, builtin_plan("deepmind", graph.stages(),
+//                                                                        edges_per_stage(graph)));
+//   std::vector<ParetoPoint> front = pareto_frontier(graph, device);
+//   nlohmann::json doc = plan_to_document(graph, device, answer.budget_bytes, answer.plan);
+//   Plan plan = plan_from_document(doc, graph, "plan");
+//
+// Contracts:
+//   * Bad input is an InputError (error.h) carrying source(), field() (a JSON
+//     pointer) and message(); "does not fit" is a result (FitAnswer::fits,
+//     Report::fits, Solution::feasible), never an exception.
+//   * Every function may be called concurrently from many threads, also on
+//     the same const CostGraph, Device and Plan objects: none keeps mutable
+//     state between calls (tests/thread_safety_test.cpp, run under
+//     ThreadSanitizer). Objects are not synchronised for concurrent writes.
+
+#include "actmem/cost_graph.h"
+#include "actmem/device.h"
+#include "actmem/error.h"
+#include "actmem/exports.h"
+#include "actmem/fit.h"
+#include "actmem/model.h"
+#include "actmem/plan.h"
+#include "actmem/plan_document.h"
+#include "actmem/plan_json.h"
+#include "actmem/report.h"
+#include "actmem/run_options.h"
+#include "actmem/simulator.h"
+#include "actmem/solver.h"
+#include "actmem/units.h"

@@ -1,0 +1,177 @@
+// The Python module `actmem` (docs/api.md): the library's scheduler API
+// with plain Python values. Results are dicts and lists of ints, floats,
+// strs and bools; a plan is its JSON document as a dict. Bad input raises
+// actmem.InputError (a ValueError); "does not fit" is a result.
+//
+// Every function releases the GIL while it computes, so Python threads can
+// plan concurrently; cost graphs are cached across calls (graph_cache.h).
+#include <pybind11/pybind11.h>
+
+#include "actmem/actmem.h"
+#include "py_errors.h"
+#include "py_inputs.h"
+#include "py_json.h"
+
+namespace py = pybind11;
+using namespace py::literals;
+
+namespace actmem::python {
+namespace {
+
+nlohmann::json plan_json(const Plan& plan, const CostGraph& graph) {
+  return {{"stages", graph.stages()},
+          {"checkpoints", checkpoints_to_json(plan.checkpoints, graph.stages())},
+          {"edge_blocks", edge_blocks_to_json(plan, graph.stages())}};
+}
+
+nlohmann::json timeline_json(const Report& report) {
+  nlohmann::json points = nlohmann::json::array();
+  for (const TimelinePoint& p : report.timeline) {
+    nlohmann::json point = to_json(p.at);
+    point["live"] = to_json(p.live);
+    point["total_bytes"] = p.live.total();
+    points.push_back(std::move(point));
+  }
+  return points;
+}
+
+RunArguments arguments(py::object model, py::object device, py::object memory, py::object budget,
+                       std::int64_t batch, std::int64_t rollout, std::string dtype, std::string framework,
+                       std::string optimizer) {
+  return RunArguments{std::move(model), std::move(device), std::move(memory), std::move(budget), batch,
+                      rollout, std::move(dtype), std::move(framework), std::move(optimizer)};
+}
+
+py::object fits_py(py::object model, py::object device, py::object memory, py::object budget, std::int64_t batch,
+                   std::int64_t rollout, std::string dtype, std::string framework, std::string optimizer) {
+  const Target t = target_from(arguments(model, device, memory, budget, batch, rollout, dtype, framework, optimizer));
+  nlohmann::json out;
+  {
+    const py::gil_scoped_release unlocked;
+    const FitAnswer a = fits(*t.graph, t.device, t.budget_bytes);
+    out = {{"fits", a.fits},
+           {"peak_bytes", a.peak_bytes},
+           {"min_peak_bytes", a.min_peak_bytes},
+           {"budget_bytes", a.budget_bytes},
+           {"device", t.device.id},
+           {"plan", plan_json(a.plan, *t.graph)},
+           {"description", describe(a.plan, t.graph->stages())},
+           {"report", to_json(a.report)}};
+  }
+  return from_json(out);
+}
+
+py::object plan_py(py::object model, py::object device, py::object memory, py::object budget, std::int64_t batch,
+                   std::int64_t rollout, std::string dtype, std::string framework, std::string optimizer) {
+  const Target t = target_from(arguments(model, device, memory, budget, batch, rollout, dtype, framework, optimizer));
+  nlohmann::json document;
+  {
+    const py::gil_scoped_release unlocked;
+    const Solution s = solve(*t.graph, t.device, t.budget_bytes);
+    const nlohmann::json exports = trainer_exports(*t.graph, t.device, t.budget_bytes, s.plan, s.report);
+    document = plan_document_json(*t.graph, t.device, t.budget_bytes, s.plan, s.report, exports);
+  }
+  return from_json(document);
+}
+
+py::object simulate_py(py::object model, py::object device, py::object memory, py::object budget,
+                       std::int64_t batch, std::int64_t rollout, std::string dtype, std::string framework,
+                       std::string optimizer, py::object plan, bool timeline) {
+  const Target t = target_from(arguments(model, device, memory, budget, batch, rollout, dtype, framework, optimizer));
+  const Plan p = plan_from(plan, *t.graph);
+  nlohmann::json out;
+  {
+    const py::gil_scoped_release unlocked;
+    SimulationOptions options;
+    options.record_timeline = timeline;
+    const Report r = simulate(*t.graph, t.device, t.budget_bytes, p, options);
+    out = to_json(r);
+    out["plan"] = plan_json(p, *t.graph);
+    if (timeline) out["timeline"] = timeline_json(r);
+  }
+  return from_json(out);
+}
+
+py::object pareto_py(py::object model, py::object device, py::object memory, py::object budget, std::int64_t batch,
+                     std::int64_t rollout, std::string dtype, std::string framework, std::string optimizer) {
+  const Target t = target_from(arguments(model, device, memory, budget, batch, rollout, dtype, framework, optimizer));
+  nlohmann::json points = nlohmann::json::array();
+  {
+    const py::gil_scoped_release unlocked;
+    for (const ParetoPoint& p : pareto_frontier(*t.graph, t.device)) {
+      // Reports judged against the budget asked for.
+      Report r = p.report;
+      r.budget_bytes = t.budget_bytes;
+      r.fits = r.peak_bytes <= t.budget_bytes;
+      points.push_back({{"plan", plan_json(p.plan, *t.graph)},
+                        {"description", describe(p.plan, t.graph->stages())},
+                        {"report", to_json(r)}});
+    }
+  }
+  return from_json(points);
+}
+
+// Defines a function taking the run arguments (py_inputs.h), then `extra`.
+template <typename F, typename... Extra>
+void def_planning(py::module_& m, const char* name, F f, const char* doc, Extra... extra) {
+  m.def(name, f, doc, "model"_a = "graphcast", "device"_a = "tpu-v4", py::kw_only(), "memory"_a = py::none(),
+        "budget"_a = py::none(), "batch"_a = 1, "rollout"_a = 1, "dtype"_a = "bfloat16", "framework"_a = "jax",
+        "optimizer"_a = "adam", extra...);
+}
+
+}  // namespace
+}  // namespace actmem::python
+
+PYBIND11_MODULE(actmem, m) {
+  using namespace actmem;
+  using namespace actmem::python;
+  m.doc() =
+      "actmem: will a GraphCast-style training step fit in device memory, and with which checkpoint plan.\n\n"
+      "Every planning function takes model (preset, file or dict), device (catalog id, file or dict)\n"
+      "and keywords memory, budget (int bytes or '24GiB'), batch, rollout, dtype ('bfloat16',\n"
+      "'float32'), framework ('jax', 'pytorch'), optimizer ('adam', 'sgd'). See docs/api.md.";
+  m.attr("__version__") = ACTMEM_VERSION;
+  register_errors(m);
+
+  m.def(
+      "models", [] { return from_json(preset_names()); }, "Names of the built-in model presets.");
+  m.def(
+      "model",
+      [](py::object model) {
+        const ModelDescription description = model_from(model);
+        nlohmann::json j = to_json(description);
+        j["fingerprint"] = fingerprint(description);
+        j["parameter_count"] = parameter_count(description);
+        return from_json(j);
+      },
+      "The model description (preset, file or dict) as a dict, with its fingerprint and parameter count.",
+      "model"_a = "graphcast");
+  m.def(
+      "devices",
+      [] {
+        py::list list;
+        for (const Device& d : device_catalog()) list.append(from_json(to_json(d)));
+        return list;
+      },
+      "The device catalog: a list of dicts (id, name, memory_bytes, reserve_bytes, FLOP/s, bandwidth, source).");
+  m.def(
+      "device", [](py::object device) { return from_json(to_json(device_from(device))); },
+      "A device (catalog id, file or dict) as a dict.", "device"_a);
+
+  def_planning(m, "fits", &fits_py,
+               "Does one training step fit within the budget? {fits, peak_bytes, min_peak_bytes, budget_bytes,\n"
+               "device, plan {stages, checkpoints, edge_blocks}, description, report}. The plan is the fastest\n"
+               "that fits or, if none does, the one with the least memory; min_peak_bytes is the least any\n"
+               "plan needs on this device.");
+  def_planning(m, "plan", &plan_py,
+               "The plan document (format actmem.plan, version 1, docs/plan-format.md) of the fastest plan that\n"
+               "fits, as a dict; if none fits, of the least-memory plan (document['predicted']['fits'] is False).");
+  def_planning(m, "simulate", &simulate_py,
+               "The report of one training step under `plan`: a built-in name ('none', 'full', 'every:K',\n"
+               "'deepmind', 'deepmind:B'), a plan file, or a plan document dict (full, or only checkpoints and\n"
+               "edge_blocks). timeline=True adds the memory after every op.",
+               "plan"_a = "none", "timeline"_a = false);
+  def_planning(m, "pareto", &pareto_py,
+               "Plans not dominated in (peak_bytes, step_time_s), by increasing peak: a list of\n"
+               "{plan, description, report}; each report's fits is judged against the budget.");
+}

@@ -1,0 +1,78 @@
+#include "py_inputs.h"
+
+#include <filesystem>
+
+#include "actmem/error.h"
+#include "actmem/plan_document.h"
+#include "actmem/plan_json.h"
+#include "actmem/simulator.h"
+#include "actmem/units.h"
+#include "graph_cache.h"
+#include "py_json.h"
+
+namespace py = pybind11;
+
+namespace actmem::python {
+
+namespace {
+
+std::string type_name(py::handle value) { return py::str(py::type::handle_of(value).attr("__name__")); }
+
+// A byte quantity given as a positive int or a string such as "24GiB".
+std::int64_t bytes_from(py::handle value, const std::string& keyword) {
+  if (py::isinstance<py::str>(value)) return parse_bytes(value.cast<std::string>(), keyword);
+  if (py::isinstance<py::int_>(value) && !py::isinstance<py::bool_>(value)) {
+    const nlohmann::json n = to_json(value, keyword);
+    if (n.get<std::int64_t>() <= 0 || n.get<std::int64_t>() > (std::int64_t{1} << 62))
+      throw InputError(keyword, "", "expected a positive number of bytes up to 2^62, got " + n.dump());
+    return n.get<std::int64_t>();
+  }
+  throw InputError(keyword, "", "expected bytes as an int or a string such as \"24GiB\", got a value of type " +
+                                    type_name(value));
+}
+
+}  // namespace
+
+ModelDescription model_from(py::handle model) {
+  if (py::isinstance<py::str>(model)) return load_model(model.cast<std::string>());
+  if (py::isinstance<py::dict>(model)) return model_from_json(to_json(model, "model"), "model");
+  throw InputError("model", "", "expected a preset name, a model file or a dict, got a value of type " + type_name(model));
+}
+
+Device device_from(py::handle device) {
+  if (py::isinstance<py::str>(device)) return load_device(device.cast<std::string>());
+  if (py::isinstance<py::dict>(device)) return device_from_json(to_json(device, "device"), "device", "");
+  throw InputError("device", "", "expected a catalog id, a device file or a dict, got a value of type " + type_name(device));
+}
+
+Target target_from(const RunArguments& a) {
+  const ModelDescription model = model_from(a.model);
+  RunOptions run;
+  run.dtype = parse_dtype(a.dtype, "dtype");
+  run.framework = parse_framework(a.framework, "framework");
+  run.optimizer = parse_optimizer(a.optimizer, "optimizer");
+  run.batch = a.batch;
+  run.rollout = a.rollout;
+  validate(run);
+  Target target;
+  target.device = a.memory.is_none() ? device_from(a.device) : device_with_memory(bytes_from(a.memory, "memory"));
+  target.budget_bytes = a.budget.is_none() ? target.device.memory_bytes : bytes_from(a.budget, "budget");
+  {
+    const py::gil_scoped_release unlocked;
+    target.graph = graph_cache().get(model, run);
+  }
+  return target;
+}
+
+Plan plan_from(py::handle plan, const CostGraph& graph) {
+  if (py::isinstance<py::dict>(plan)) return plan_from_document(to_json(plan, "plan"), graph, "plan");
+  if (!py::isinstance<py::str>(plan))
+    throw InputError("plan", "", "expected a built-in plan name, a plan file or a dict, got a value of type " +
+                                     type_name(plan));
+  const std::string name = plan.cast<std::string>();
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(name, ec)) return plan_for(read_plan_document(name), graph);
+  return builtin_plan(name, graph.stages(), edges_per_stage(graph));
+}
+
+}  // namespace actmem::python

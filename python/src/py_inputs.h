@@ -1,0 +1,55 @@
+#pragma once
+// The keyword arguments every planning function takes, turned into what the
+// library needs. Errors are InputErrors whose source is the keyword:
+//   model      preset name, model JSON file, or dict (a model description)
+//   device     catalog id, device JSON file, or dict (a device description)
+//   memory     a device known only by its memory: int bytes or "24GiB";
+//              replaces `device`
+//   budget     int bytes or "30GiB"; default the device's memory
+//   batch, rollout, dtype, framework, optimizer: the run (run_options.h)
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <pybind11/pybind11.h>
+
+#include "actmem/cost_graph.h"
+#include "actmem/device.h"
+#include "actmem/model.h"
+#include "actmem/plan.h"
+#include "actmem/run_options.h"
+
+namespace actmem::python {
+
+struct RunArguments {
+  pybind11::object model;
+  pybind11::object device;
+  pybind11::object memory;
+  pybind11::object budget;
+  std::int64_t batch = 1;
+  std::int64_t rollout = 1;
+  std::string dtype;
+  std::string framework;
+  std::string optimizer;
+};
+
+// What a call plans for. `graph` may be shared with other calls and threads.
+struct Target {
+  std::shared_ptr<const CostGraph> graph;
+  Device device;
+  std::int64_t budget_bytes = 0;
+};
+
+// Reads the arguments (GIL held), then releases the GIL while the graph is
+// built or found in the cache.
+Target target_from(const RunArguments& arguments);
+
+ModelDescription model_from(pybind11::handle model);
+Device device_from(pybind11::handle device);
+
+// A plan given as a built-in name ("deepmind:4"), a plan file path, or a
+// dict (a plan document, full or partial) for the target's graph.
+Plan plan_from(pybind11::handle plan, const CostGraph& graph);
+
+}  // namespace actmem::python
