@@ -34,11 +34,7 @@ int run_fit(const Args& args) {
   app.add_flag("--json", json, "print the report of the chosen plan as JSON");
   parse(app, args);
 
-  const ModelDescription model = setup.load_model();
-  const RunOptions run = setup.run_options();
-  const Device device = setup.load_device();
-  const std::int64_t budget = setup.budget_bytes(device);
-  const CostGraph graph = CostGraph::build(model, run);
+  const auto [graph, device, budget] = setup.target();
   const Solution solution = solve(graph, device, budget);
   const Report baseline = simulate(graph, device, budget, empty_plan(graph.stages()));
   const std::vector<std::string> fitting = devices_that_fit(solution.min_peak_bytes, device);

@@ -21,11 +21,7 @@ int run_plan(const Args& args) {
   app.add_option("-o,--output", output, "plan file to write (atomically), or - for stdout")->required();
   parse(app, args);
 
-  const ModelDescription model = setup.load_model();
-  const RunOptions run = setup.run_options();
-  const Device device = setup.load_device();
-  const std::int64_t budget = setup.budget_bytes(device);
-  const CostGraph graph = CostGraph::build(model, run);
+  const auto [graph, device, budget] = setup.target();
   const Solution solution = solve(graph, device, budget);
   if (!solution.feasible) {
     std::cerr << fmt::format("actmem: does not fit: the least memory any plan needs is {} (budget {}); no plan written\n",

@@ -39,4 +39,10 @@ std::int64_t RunSetup::budget_bytes(const Device& d) const {
   return budget.empty() ? d.memory_bytes : parse_bytes(budget, "--budget");
 }
 
+Target RunSetup::target() const {
+  Device d = load_device();
+  const std::int64_t bytes = budget_bytes(d);
+  return Target{CostGraph::build(load_model(), run_options()), std::move(d), bytes};
+}
+
 }  // namespace actmem::cli

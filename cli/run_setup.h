@@ -7,11 +7,20 @@
 
 #include <CLI/CLI.hpp>
 
+#include "actmem/cost_graph.h"
 #include "actmem/device.h"
 #include "actmem/model.h"
 #include "actmem/run_options.h"
 
 namespace actmem::cli {
+
+// What a planning command works on: the cost graph of the model under the
+// run options, the device, and the budget.
+struct Target {
+  CostGraph graph;
+  Device device;
+  std::int64_t budget_bytes = 0;
+};
 
 struct RunSetup {
   std::string model = "graphcast";
@@ -32,6 +41,7 @@ struct RunSetup {
   RunOptions run_options() const;
   Device load_device() const;
   std::int64_t budget_bytes(const Device& device) const;
+  Target target() const;  // all of the above, loaded and built
 };
 
 }  // namespace actmem::cli
