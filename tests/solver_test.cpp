@@ -94,6 +94,31 @@ Plan random_plan(std::mt19937& rng, int n, const std::vector<std::int64_t>& edge
   return p;
 }
 
+// At 25 budgets from just below the least enumerated peak to the largest:
+// solve() finds no slower plan than the fastest enumerated one that fits,
+// and reports an impossible budget as infeasible with the least peak.
+void check_budget_sweep(const CostGraph& g, const Device& device, const SolverOptions& options,
+                        const std::vector<std::pair<std::int64_t, double>>& plans, std::int64_t least,
+                        std::int64_t most) {
+  for (int i = 0; i <= 24; ++i) {
+    const std::int64_t budget = least - 1 + (most - least + 1) * i / 24 + (i % 2 ? 1 : 0);
+    CAPTURE(budget);
+    double best = -1;
+    for (const auto& [peak, time] : plans)
+      if (peak <= budget && (best < 0 || time < best)) best = time;
+    const Solution s = solve(g, device, budget, options);
+    CHECK(s.min_peak_bytes == least);
+    if (best < 0) {
+      CHECK_FALSE(s.feasible);
+      CHECK(s.report.peak_bytes == least);
+    } else {
+      REQUIRE(s.feasible);
+      CHECK(s.report.peak_bytes <= budget);
+      CHECK(s.report.step_time_s <= best * (1 + 1e-12));
+    }
+  }
+}
+
 }  // namespace
 
 TEST_SUITE("solver") {
@@ -158,23 +183,7 @@ TEST_SUITE("solver") {
         most = std::max(most, peak);
       }
       CHECK(minimum_memory(g, device, options).min_peak_bytes == least);
-      for (int i = 0; i <= 24; ++i) {
-        const std::int64_t budget = least - 1 + (most - least + 1) * i / 24 + (i % 2 ? 1 : 0);
-        CAPTURE(budget);
-        double best = -1;
-        for (const auto& [peak, time] : plans)
-          if (peak <= budget && (best < 0 || time < best)) best = time;
-        const Solution s = solve(g, device, budget, options);
-        CHECK(s.min_peak_bytes == least);
-        if (best < 0) {
-          CHECK_FALSE(s.feasible);
-          CHECK(s.report.peak_bytes == least);
-        } else {
-          REQUIRE(s.feasible);
-          CHECK(s.report.peak_bytes <= budget);
-          CHECK(s.report.step_time_s <= best * (1 + 1e-12));
-        }
-      }
+      check_budget_sweep(g, device, options, plans, least, most);
     }
   }
 
@@ -222,23 +231,7 @@ TEST_SUITE("solver") {
       CHECK(minimum_memory(g, device, options).min_peak_bytes == least);
       // allow_nested_regions takes effect: without it, the flat space's least.
       CHECK(minimum_memory(g, device, flat).min_peak_bytes == least_flat);
-      for (int i = 0; i <= 24; ++i) {
-        const std::int64_t budget = least - 1 + (most - least + 1) * i / 24 + (i % 2 ? 1 : 0);
-        CAPTURE(budget);
-        double best = -1;
-        for (const auto& [peak, time] : plans)
-          if (peak <= budget && (best < 0 || time < best)) best = time;
-        const Solution s = solve(g, device, budget, options);
-        CHECK(s.min_peak_bytes == least);
-        if (best < 0) {
-          CHECK_FALSE(s.feasible);
-          CHECK(s.report.peak_bytes == least);
-        } else {
-          REQUIRE(s.feasible);
-          CHECK(s.report.peak_bytes <= budget);
-          CHECK(s.report.step_time_s <= best * (1 + 1e-12));
-        }
-      }
+      check_budget_sweep(g, device, options, plans, least, most);
     }
   }
 
