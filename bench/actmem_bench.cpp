@@ -1,7 +1,7 @@
 // Times solve() and simulate() on the full GraphCast (docs/solver.md).
 //   actmem_bench [runs] [flat] [rollout1]   (default 5 runs; the median is printed;
 //   "nested": with nested regions; "rollout1": skip rollout 12;
-//   "model=NAME": another preset)
+//   "model=NAME": another preset; "blocks=1,2,4": the edge-block counts tried)
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -45,8 +45,16 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "rollout1") == 0) rollout1_only = true;
   }
   std::string model_name = "graphcast";
-  for (int i = 2; i < argc; ++i)
+  for (int i = 2; i < argc; ++i) {
     if (std::strncmp(argv[i], "model=", 6) == 0) model_name = argv[i] + 6;
+    if (std::strncmp(argv[i], "blocks=", 7) == 0)
+      for (const char* p = argv[i] + 7; *p;) {
+        char* end = nullptr;
+        options.block_choices.push_back(std::strtoll(p, &end, 10));
+        p = *end == ',' ? end + 1 : end;
+        if (end == p && *p) break;
+      }
+  }
   const ModelDescription model = load_model(model_name);
   const Device device = load_device("tpu-v4");
   fmt::print("{}, bfloat16, batch 1, on {} (budget {:.2f} GiB); median of {} runs\n", model_name,

@@ -270,15 +270,36 @@ class Replay {
     }
   }
 
-  void keep_inputs(const Item& item) {  // at the saving level only
-    std::vector<int> kept;
+  // At the saving level only: `blocks` blocks' references to the item's
+  // inputs (equal blocks keep the same buffers).
+  void keep_inputs(const Item& item, std::int64_t blocks) {
+    Kept kept{{}, blocks};
     for (TensorId t : item.external_inputs) {
       const int b = current(t);
       if (b < 0) continue;
-      retain(b);
-      kept.push_back(b);
+      buffer(b).refs += static_cast<int>(blocks);
+      kept.buffers.push_back(b);
     }
     kept_inputs_.push_back(std::move(kept));
+  }
+
+  // `blocks` blocks' kept inputs let go, innermost first; by skipped blocks
+  // (`skipped`) they are never the last references.
+  void release_kept(std::int64_t blocks, bool skipped) {
+    while (blocks > 0) {
+      Kept& k = kept_inputs_.back();
+      const std::int64_t n = std::min(blocks, k.blocks);
+      for (int b : k.buffers) {
+        if (skipped) {
+          drop_references(b, n);
+        } else {
+          for (std::int64_t i = 0; i < n; ++i) release(b);
+        }
+      }
+      k.blocks -= n;
+      blocks -= n;
+      if (k.blocks == 0) kept_inputs_.pop_back();
+    }
   }
 
   void forward_op(OpId id, bool saving, std::int64_t block_rows) {
@@ -287,10 +308,7 @@ class Replay {
     for (TensorId t : op.outputs) {
       const bool block_output = collecting_block_output_ && !block_internal_[static_cast<std::size_t>(t)];
       const int refs = block_output ? 1 : uses_[static_cast<std::size_t>(t)];
-      const std::int64_t bytes = rule.output_sized_like_input >= 0 && t == op.outputs.front()
-                                     ? bytes_of(op.inputs[static_cast<std::size_t>(rule.output_sized_like_input)], block_rows)
-                                     : bytes_of(t, block_rows);
-      current(t) = rule.output_materialized ? allocate(bytes, refs + 1) : -1;
+      current(t) = rule.output_materialized ? allocate(output_bytes(op, rule, t, block_rows), refs + 1) : -1;
     }
     sample();
     if (saving) {
@@ -314,6 +332,12 @@ class Replay {
       if (current(t) >= 0) release(current(t));
   }
 
+  std::int64_t output_bytes(const Op& op, const OpMemoryRule& rule, TensorId t, std::int64_t block_rows) const {
+    return rule.output_sized_like_input >= 0 && t == op.outputs.front()
+               ? bytes_of(op.inputs[static_cast<std::size_t>(rule.output_sized_like_input)], block_rows)
+               : bytes_of(t, block_rows);
+  }
+
   void save(TensorId t, std::vector<int>& saved) {
     const int b = current(t);
     if (b < 0 || tensor(t).role != TensorRole::activation) return;
@@ -321,20 +345,71 @@ class Replay {
     saved.push_back(b);
   }
 
+  // Blocks of equal rows run alike, which spares replaying most of them
+  // (the simulator runs every block; tests check the two agree):
+  // - Forward: a block adds its output chunk, held for the concat, and
+  //   uses its inputs once more; inputs are freed at their last use, in the
+  //   last block. So a block followed by a block of the same rows that is
+  //   not the last peaks lower than that one, and only its lasting effect is
+  //   applied (skip_forward_blocks).
+  // - Backward (last block first): the first block creates the gradient
+  //   accumulators and the parameter gradients, the last may free the kept
+  //   inputs, and every block between leaves memory as it found it. So of
+  //   the middle blocks of equal rows the first is replayed and the others
+  //   only release their kept inputs.
   void forward_blocks(const Item& item, bool saving) {
     std::vector<int> outputs;
-    for (std::size_t b = 0; b < item.block_rows.size(); ++b) {
-      if (saving) keep_inputs(item);
+    const std::vector<std::int64_t>& rows = item.block_rows;
+    auto skippable = [&](std::size_t b) { return b + 2 < rows.size() && rows[b + 1] == rows[b]; };
+    for (std::size_t b = 0; b < rows.size();) {
+      if (skippable(b)) {
+        std::size_t end = b;  // blocks b..end-1, all of rows[b]
+        while (skippable(end)) ++end;
+        if (saving) keep_inputs(item, static_cast<std::int64_t>(end - b));
+        outputs.push_back(skip_forward_blocks(item, rows[b], static_cast<std::int64_t>(end - b)));
+        b = end;
+        continue;
+      }
+      if (saving) keep_inputs(item, 1);
       collecting_block_output_ = true;
-      forward(item.children, false, item.block_rows[b]);
+      forward(item.children, false, rows[b]);
       collecting_block_output_ = false;
       outputs.push_back(current(item.output));
+      ++b;
     }
     const Tensor& out = tensor(item.output);
     current(item.output) = allocate(out.bytes(), uses_[static_cast<std::size_t>(item.output)] + 1);
     sample();
     for (int b : outputs) release(b);
     release(current(item.output));
+  }
+
+  // What `count` blocks' ops leave behind, without running them: their
+  // output chunks (as one buffer), and `count` uses of each input made in
+  // this context (never the last: that is in the last block).
+  int skip_forward_blocks(const Item& item, std::int64_t block_rows, std::int64_t count) {
+    int chunks = -1;
+    for (const Item& child : item.children) {
+      const Op& op = g_.op(child.op);
+      for (TensorId t : op.inputs) {
+        if (!made_here(t) || current(t) < 0 || block_internal_[static_cast<std::size_t>(t)]) continue;
+        uses_[static_cast<std::size_t>(t)] -= static_cast<int>(count);
+        drop_references(current(t), count);
+      }
+      if (std::find(op.outputs.begin(), op.outputs.end(), item.output) != op.outputs.end()) {
+        const OpMemoryRule& rule = profile_.rule(op.kind);
+        if (rule.output_materialized) chunks = allocate(count * output_bytes(op, rule, item.output, block_rows), 1);
+      }
+    }
+    current(item.output) = chunks;
+    return chunks;
+  }
+
+  // References let go by skipped blocks, which never free the buffer.
+  void drop_references(int id, std::int64_t count) {
+    Buffer& b = buffer(id);
+    if (b.refs <= count) throw std::logic_error("solver replay: a skipped edge block would free a buffer");
+    b.refs -= static_cast<int>(count);
   }
 
   // ---- backward ----
@@ -367,17 +442,26 @@ class Replay {
     backward(item.children, block_rows);
     --region_depth_;
     for (int b : held) release(b);
-    for (int b : kept_inputs_.back()) release(b);
-    kept_inputs_.pop_back();
+    release_kept(1, /*skipped=*/false);
   }
 
   void backward_blocks(const Item& item) {
     const int g = grad(item.output);
     grad(item.output) = -1;
-    for (std::size_t b = item.block_rows.size(); b-- > 0;) {
+    const std::vector<std::int64_t>& rows = item.block_rows;
+    // Block b + 1 was a middle block of the same rows: b runs alike.
+    auto skippable = [&](std::size_t b) { return b > 0 && b + 2 < rows.size() && rows[b + 1] == rows[b]; };
+    for (std::size_t b = rows.size(); b-- > 0;) {
+      if (skippable(b)) {
+        std::size_t first = b;  // blocks first..b
+        while (skippable(first - 1)) --first;
+        release_kept(static_cast<std::int64_t>(b - first + 1), /*skipped=*/true);
+        b = first;
+        continue;
+      }
       if (g >= 0) retain(g);
       grad(item.output) = g;
-      backward_block(item, item.block_rows[b]);
+      backward_block(item, rows[b]);
       if (grad(item.output) >= 0) release(grad(item.output));
       grad(item.output) = -1;
     }
@@ -488,7 +572,12 @@ class Replay {
   std::vector<int> free_slots_;
   std::vector<int> current_, grad_, uses_, produced_in_;
   std::vector<char> block_internal_, block_output_, param_grad_done_;
-  std::vector<std::vector<int>> saved_, kept_inputs_;
+  std::vector<std::vector<int>> saved_;
+  struct Kept {
+    std::vector<int> buffers;
+    std::int64_t blocks = 1;  // references per buffer, one per block
+  };
+  std::vector<Kept> kept_inputs_;
   std::vector<int> losses_;
   int region_depth_ = 0;
   int context_ = 1;

@@ -162,6 +162,11 @@ class Search {
       : m_(model), space_(space), n_(model.stage_count()), k_(model.class_count()), edges_(edges_per_stage(model.graph())) {}
 
   std::vector<Candidate> run() {
+    for (int c = 0; c < k_; ++c) {
+      GradState none;
+      loss_forward_.push_back(m_.loss(c));
+      loss_backward_.push_back(m_.loss(c, m_.signature(c, n_, none)));
+    }
     std::vector<Buckets> at(static_cast<std::size_t>(n_ + 1));
     // Right end: after each class's loss backward.
     {
@@ -178,7 +183,7 @@ class Search {
     }
     for (int p = n_; p > 0; --p) {
       for (auto& [bkey, bucket] : at[static_cast<std::size_t>(p)]) {
-        pareto_filter(bucket.labels, kOuter);
+        filter_outer(bucket.labels);
         const int b = p - 1;
         // A plain stage: its block counts, those not dominated first.
         {
@@ -229,7 +234,7 @@ class Search {
     // Left end: the whole step; evaluate the peak of every complete plan.
     std::vector<Candidate> out;
     for (auto& [bkey, bucket] : at[0]) {
-      pareto_filter(bucket.labels, kOuter);
+      filter_outer(bucket.labels);
       for (const Label& l : bucket.labels) out.push_back({plan_of(l.trail), peak_of(l), l.time_s * m_.steps()});
     }
     std::sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) {
@@ -292,6 +297,33 @@ class Search {
 
   // Outer values per class: sum_f, q_f, sum_b, p_b; buckets fix sum_f + sum_b.
   static constexpr Dims kOuter{4, 1u << 2};
+
+  // Keeps the labels of a bucket that can still be optimal. With one step
+  // class (rollout 1) a suffix S enters the final peak only through
+  // F(P) + peak_of(S), F(P) being the forward bytes of the prefix P put to
+  // its left, beside terms fixed by the bucket (its gradients in flight and
+  // sum_f + sum_b); docs/solver.md "Why it is exact". So of two labels the
+  // one no larger in peak_of and no slower dominates: a 1-D front, exact
+  // for every budget. With several classes the prefix's bytes enter each
+  // class's terms with different coefficients: the 4-value front per class.
+  void filter_outer(std::vector<Label>& labels) {
+    if (k_ != 1) {
+      pareto_filter(labels, kOuter);
+      return;
+    }
+    std::vector<std::pair<std::int64_t, std::size_t>> rank;  // (peak as a whole chain, index)
+    rank.reserve(labels.size());
+    for (std::size_t i = 0; i < labels.size(); ++i) rank.emplace_back(peak_of(labels[i]), i);
+    std::sort(rank.begin(), rank.end(), [&](const auto& x, const auto& y) {
+      const double tx = labels[x.second].time_s, ty = labels[y.second].time_s;
+      if (tx != ty) return tx < ty;
+      return x < y;
+    });
+    std::vector<Label> kept;
+    for (const auto& [peak, i] : rank)
+      if (kept.empty() || peak < peak_of(kept.back())) kept.push_back(std::move(labels[i]));
+    labels = std::move(kept);
+  }
   // Region accumulators per class, in order: original forward (sum, peak),
   // recomputation forward (sum, peak), both in absolute form (push_front),
   // and backward (sum, p); buckets hold equal gradients in flight only.
@@ -601,23 +633,22 @@ class Search {
 
   // The step's peak from a complete label: rollout steps run forward in
   // order, then backward in reverse (solver_model.cpp predict()).
-  std::int64_t peak_of(const Label& l) {
+  std::int64_t peak_of(const Label& l) const {
     const int steps = m_.steps();
     std::int64_t mem = 0, peak = 0;
     auto v = [&](int c, int i) { return l.v[static_cast<std::size_t>(4 * c + i)]; };
     for (int step = 0; step < steps; ++step) {
       const int c = m_.class_of(step);
-      const Effect loss = m_.loss(c);
+      const Effect& loss = loss_forward_[static_cast<std::size_t>(c)];
       peak = std::max(peak, mem + v(c, 0) + v(c, 1));
       mem += v(c, 0);
       peak = std::max(peak, mem + loss.forward_peak);
       mem += loss.forward_delta;
     }
-    for (int step = 0; step < steps; ++step) mem += m_.loss(m_.class_of(step)).backward_prelude;
-    GradState none;
+    for (int step = 0; step < steps; ++step) mem += loss_forward_[static_cast<std::size_t>(m_.class_of(step))].backward_prelude;
     for (int step = steps - 1; step >= 0; --step) {
       const int c = m_.class_of(step);
-      const Effect loss = m_.loss(c, m_.signature(c, m_.stage_count(), none));
+      const Effect& loss = loss_backward_[static_cast<std::size_t>(c)];
       peak = std::max(peak, mem + loss.backward_peak);
       mem += loss.backward_delta;
       peak = std::max(peak, mem + v(c, 3));
@@ -632,6 +663,7 @@ class Search {
   int n_, k_;
   std::vector<std::int64_t> edges_;
   std::vector<Trail> trail_;
+  std::vector<Effect> loss_forward_, loss_backward_;  // per class: the loss stage, and its backward with no gradients in flight
   std::map<std::pair<std::pair<int, int>, std::vector<std::int64_t>>, std::vector<RegionGroup>> region_cache_;
   std::map<std::pair<std::array<int, 4>, std::vector<std::int64_t>>, std::vector<InnerGroup>> inner_cache_;
 };
