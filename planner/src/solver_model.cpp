@@ -26,12 +26,13 @@ ChainModel::ChainModel(const CostGraph& graph, const Device& device)
     class_multiplicity_ = {1, steps_ - 2, 1};
   }
   // Producer stage of each step-independent tensor key, per class.
-  key_stage_.resize(class_steps_.size());
+  const int key_count = rg_.local_key.empty() ? 0 : *std::max_element(rg_.local_key.begin(), rg_.local_key.end()) + 1;
+  key_stage_.assign(class_steps_.size(), std::vector<int>(static_cast<std::size_t>(key_count), -1));
   for (std::size_t c = 0; c < class_steps_.size(); ++c)
     for (std::size_t t = 0; t < graph.tensors().size(); ++t) {
       const OpId p = graph.producer(static_cast<TensorId>(t));
       if (p < 0 || graph.op(p).step != class_steps_[c]) continue;
-      key_stage_[c][rg_.local_key[t]] = graph.op(p).stage;
+      key_stage_[c][static_cast<std::size_t>(rg_.local_key[t])] = graph.op(p).stage;
     }
   input_producers_.assign(static_cast<std::size_t>(stage_count()), {});
   output_consumers_.assign(static_cast<std::size_t>(stage_count()), {});
@@ -115,8 +116,10 @@ std::vector<std::int64_t> ChainModel::signature(int c, int s, const GradState& s
   const int step = class_steps_[static_cast<std::size_t>(c)];
   std::vector<std::int64_t> in;
   for (TensorId t : rg_.incoming[static_cast<std::size_t>(step)][static_cast<std::size_t>(s)]) {
-    const auto it = state.find(rg_.local_key[static_cast<std::size_t>(t)]);
-    in.push_back(it == state.end() ? graph().tensor(t).bytes() : it->second);
+    const int key = rg_.local_key[static_cast<std::size_t>(t)];
+    const auto it = std::lower_bound(state.begin(), state.end(), key,
+                                     [](const auto& entry, int k) { return entry.first < k; });
+    in.push_back(it != state.end() && it->first == key ? it->second : graph().tensor(t).bytes());
   }
   return in;
 }
@@ -140,8 +143,7 @@ std::vector<std::int64_t> ChainModel::boundary(int c, int p, const GradState& st
   const auto& producer_stage = key_stage_[static_cast<std::size_t>(c)];
   std::vector<std::int64_t> out;
   for (const auto& [key, bytes] : state) {
-    const auto it = producer_stage.find(key);
-    if (it != producer_stage.end() && it->second >= p) continue;
+    if (producer_stage[static_cast<std::size_t>(key)] >= p) continue;
     out.push_back(key);
     out.push_back(bytes);
   }

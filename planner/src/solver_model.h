@@ -8,6 +8,7 @@
 // input is a model input), the middle steps, and the last step (the first
 // to run backward, so it allocates the parameter gradients).
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
@@ -33,8 +34,9 @@ struct Effect {
 };
 
 // Gradient buffers in flight between stages during the backward pass:
-// step-independent tensor key -> bytes (absent: the tensor's own size).
-using GradState = std::map<int, std::int64_t>;
+// (step-independent tensor key, bytes), sorted by key (absent: the tensor's
+// own size). A flat vector: the search copies these for every option.
+using GradState = std::vector<std::pair<int, std::int64_t>>;
 
 class ChainModel {
  public:
@@ -72,7 +74,14 @@ class ChainModel {
   // The incoming gradient sizes of stage s (class c) given what is in flight.
   std::vector<std::int64_t> signature(int c, int s, const GradState& state) const;
   static void hand_over(const Effect& e, GradState& state) {
-    for (const auto& [key, bytes] : e.outgoing) state[key] = bytes;
+    for (const auto& [key, bytes] : e.outgoing) {
+      const auto it = std::lower_bound(state.begin(), state.end(), key,
+                                       [](const auto& entry, int k) { return entry.first < k; });
+      if (it != state.end() && it->first == key)
+        it->second = bytes;
+      else
+        state.insert(it, {key, bytes});
+    }
   }
   // Bytes of the activations used in stages [from, to] of a step of class
   // c that were made by stages [made_from, made_before) of the same step
@@ -120,8 +129,8 @@ class ChainModel {
   int norm_lo(int s, int a) const;
   int norm_hi(int s, int b) const;
   std::vector<std::vector<int>> input_producers_, output_consumers_;  // per stage, sorted, same step
-  std::vector<std::map<int, int>> key_stage_;
-  mutable std::map<std::tuple<int, int, int, int, int>, std::int64_t> kept_cache_;  // per class: tensor key -> producer stage
+  std::vector<std::vector<int>> key_stage_;  // per class: tensor key -> producer stage in that step, -1: none
+  mutable std::map<std::tuple<int, int, int, int, int>, std::int64_t> kept_cache_;  // kept_bytes() by its arguments
 };
 
 }  // namespace actmem::detail

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <deque>
 #include <initializer_list>
 #include <limits>
 #include <map>
@@ -14,12 +15,17 @@ namespace {
 // "No segment yet" for the max-accumulators; far from overflow when added to.
 constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::min() / 4;
 
-// A choice made for the chain, linked to the choices to its right.
-struct Trail {
+// A choice made for the chain: a plain stage or a region, with its blocks.
+struct Segment {
   Region region;                     // from..to; a region when is_region
   bool is_region = false;
   std::vector<std::int64_t> blocks;  // per stage from..to
-  int next = -1;                     // the segment to the right, -1: none
+};
+
+// A partial plan's segments, as a link to the segments to its right.
+struct Trail {
+  const Segment* segment = nullptr;  // owned by the search (stable address)
+  int next = -1;                     // the trail to the right, -1: none
 };
 
 // A label's values: at most 3 classes × 6 accumulators, kept inline.
@@ -220,11 +226,9 @@ class Search {
             for (std::size_t j = 0; j < options.size() && !dominated; ++j)
               dominated = j != i && worse(options[i], options[j]) && (!worse(options[j], options[i]) || j < i);
             if (dominated) continue;
-            Trail t;
-            t.region = {b, b, {}};
-            t.blocks = {options[i].blocks};
+            const Segment& plain = plain_segments_.emplace_back(Segment{{b, b, {}}, false, {options[i].blocks}});
             extend(at[static_cast<std::size_t>(b)], bucket, options[i].effects, options[i].grads,
-                   options[i].blocks > 1 ? m_.edge_forward_s(b) : 0.0, t, b);
+                   options[i].blocks > 1 ? m_.edge_forward_s(b) : 0.0, plain, b);
           }
         }
         // A region [a, b].
@@ -269,15 +273,16 @@ class Search {
     return out;
   }
 
-  // Adds segment `t` (effects per class) to the left of every label of
+  // Adds `segment` (effects per class) to the left of every label of
   // `from`, into the buckets of its left boundary `a`.
   void extend(Buckets& into, const Bucket& from, const std::vector<SegmentEffect>& effects,
-              const std::vector<GradState>& grads, double time_s, Trail t, int a) {
-    const std::vector<std::int64_t> boundary = key(a, grads);
+              const std::vector<GradState>& grads, double time_s, const Segment& segment, int a) {
+    std::vector<std::int64_t> k = key(a, grads);
+    const std::size_t boundary_size = k.size();
     for (const Label& l : from.labels) {
       Label x;
       x.v = l.v;
-      std::vector<std::int64_t> k = boundary;
+      k.resize(boundary_size);
       for (int c = 0; c < k_; ++c) {
         const SegmentEffect& e = effects[static_cast<std::size_t>(c)];
         std::int64_t* v = &x.v[static_cast<std::size_t>(4 * c)];
@@ -286,11 +291,13 @@ class Search {
         k.push_back(v[0] + v[2]);
       }
       x.time_s = l.time_s + time_s;
-      t.next = l.trail;
       x.trail = static_cast<int>(trail_.size());
-      trail_.push_back(t);
-      auto [it, inserted] = into.try_emplace(std::move(k));
-      if (inserted) it->second.grads = grads;
+      trail_.push_back({&segment, l.trail});
+      auto it = into.find(k);
+      if (it == into.end()) {
+        it = into.emplace(k, Bucket{}).first;
+        it->second.grads = grads;
+      }
       it->second.labels.push_back(std::move(x));
     }
   }
@@ -320,8 +327,12 @@ class Search {
       return x < y;
     });
     std::vector<Label> kept;
+    std::int64_t least = std::numeric_limits<std::int64_t>::max();
     for (const auto& [peak, i] : rank)
-      if (kept.empty() || peak < peak_of(kept.back())) kept.push_back(std::move(labels[i]));
+      if (peak < least) {
+        least = peak;
+        kept.push_back(std::move(labels[i]));
+      }
     labels = std::move(kept);
   }
   // Region accumulators per class, in order: original forward (sum, peak),
@@ -338,13 +349,13 @@ class Search {
     auto it = region_cache_.find(cache_key);
     if (it == region_cache_.end()) it = region_cache_.emplace(std::move(cache_key), region_options(from.grads, a, b)).first;
     for (const RegionGroup& group : it->second)
-      for (const RegionOption& o : group.options) extend(into, from, o.effects, group.grads, o.time_s, o.trail, a);
+      for (const RegionOption& o : group.options) extend(into, from, o.effects, group.grads, o.time_s, o.segment, a);
   }
 
   struct RegionOption {
     std::vector<SegmentEffect> effects;  // per class
     double time_s = 0;
-    Trail trail;
+    Segment segment;
   };
   struct RegionGroup {
     std::vector<GradState> grads;  // in flight at a, per class
@@ -610,9 +621,7 @@ class Search {
         RegionOption ro;
         ro.effects = effects[static_cast<std::size_t>(o.trail)];
         ro.time_s = p.time_s;
-        ro.trail.region = {a, b, p.inner};
-        ro.trail.is_region = true;
-        ro.trail.blocks = p.blocks;
+        ro.segment = {{a, b, p.inner}, true, p.blocks};
         group.options.push_back(std::move(ro));
       }
       groups.push_back(std::move(group));
@@ -623,7 +632,7 @@ class Search {
   Plan plan_of(int trail) const {
     Plan plan = empty_plan(m_.graph().stages());
     for (int i = trail; i >= 0; i = trail_[static_cast<std::size_t>(i)].next) {
-      const Trail& t = trail_[static_cast<std::size_t>(i)];
+      const Segment& t = *trail_[static_cast<std::size_t>(i)].segment;
       for (int s = t.region.from; s <= t.region.to; ++s)
         plan.edge_blocks[static_cast<std::size_t>(s)] = t.blocks[static_cast<std::size_t>(s - t.region.from)];
       if (t.is_region) plan.checkpoints.push_back(t.region);
@@ -663,6 +672,7 @@ class Search {
   int n_, k_;
   std::vector<std::int64_t> edges_;
   std::vector<Trail> trail_;
+  std::deque<Segment> plain_segments_;  // the plain-stage choices trails point to
   std::vector<Effect> loss_forward_, loss_backward_;  // per class: the loss stage, and its backward with no gradients in flight
   std::map<std::pair<std::pair<int, int>, std::vector<std::int64_t>>, std::vector<RegionGroup>> region_cache_;
   std::map<std::pair<std::array<int, 4>, std::vector<std::int64_t>>, std::vector<InnerGroup>> inner_cache_;
