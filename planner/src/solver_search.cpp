@@ -318,20 +318,25 @@ class Search {
       pareto_filter(labels, kOuter);
       return;
     }
-    std::vector<std::pair<std::int64_t, std::size_t>> rank;  // (peak as a whole chain, index)
+    struct Rank {
+      double time_s;
+      std::int64_t peak;  // as a whole chain
+      std::size_t index;
+    };
+    std::vector<Rank> rank;
     rank.reserve(labels.size());
-    for (std::size_t i = 0; i < labels.size(); ++i) rank.emplace_back(peak_of(labels[i]), i);
-    std::sort(rank.begin(), rank.end(), [&](const auto& x, const auto& y) {
-      const double tx = labels[x.second].time_s, ty = labels[y.second].time_s;
-      if (tx != ty) return tx < ty;
-      return x < y;
+    for (std::size_t i = 0; i < labels.size(); ++i) rank.push_back({labels[i].time_s, peak_of(labels[i]), i});
+    std::sort(rank.begin(), rank.end(), [](const Rank& x, const Rank& y) {
+      if (x.time_s != y.time_s) return x.time_s < y.time_s;
+      if (x.peak != y.peak) return x.peak < y.peak;
+      return x.index < y.index;
     });
     std::vector<Label> kept;
     std::int64_t least = std::numeric_limits<std::int64_t>::max();
-    for (const auto& [peak, i] : rank)
-      if (peak < least) {
-        least = peak;
-        kept.push_back(std::move(labels[i]));
+    for (const Rank& r : rank)
+      if (r.peak < least) {
+        least = r.peak;
+        kept.push_back(std::move(labels[r.index]));
       }
     labels = std::move(kept);
   }
@@ -503,9 +508,17 @@ class Search {
     struct Partial {
       Values v;
       double time_s = 0;
-      std::vector<std::int64_t> blocks;  // stages t..b, left to right
-      std::vector<Region> inner;         // sorted
+      int link = -1;  // its pieces, leftmost first (links)
     };
+    // A piece of the region: a plain stage's block count, or an inner
+    // region with its block counts; linked to the pieces to its right.
+    struct Link {
+      std::int64_t blocks = 0;            // plain stage
+      const InnerUnit* unit = nullptr;    // inner region `inner`
+      Region inner;
+      int next = -1;
+    };
+    std::vector<Link> links;
     struct InnerBucket {
       std::vector<GradState> grads;
       std::vector<Partial> partials;
@@ -524,12 +537,12 @@ class Search {
     // backward) to the left of every partial of `ib`, into the bucket of
     // boundary `left`.
     auto add = [&](const InnerBucket& ib, const std::vector<std::array<Piece, 3>>& pieces,
-                   const std::vector<GradState>& g, int left, double time_s, const std::vector<std::int64_t>& blocks,
-                   const Region* inner) {
-      const std::vector<std::int64_t> boundary = key(left, g);
+                   const std::vector<GradState>& g, int left, double time_s, Link piece) {
+      auto it = at[static_cast<std::size_t>(left)].find(key(left, g));
+      if (it == at[static_cast<std::size_t>(left)].end())
+        it = at[static_cast<std::size_t>(left)].emplace(key(left, g), InnerBucket{g, {}}).first;
       for (const Partial& p : ib.partials) {
         Partial x = p;
-        std::vector<std::int64_t> k = boundary;
         for (int c = 0; c < k_; ++c) {
           std::int64_t* v = &x.v[static_cast<std::size_t>(kInner * c)];
           const auto& pc = pieces[static_cast<std::size_t>(c)];
@@ -538,11 +551,10 @@ class Search {
           push_suffix(v[4], v[5], pc[2].delta, pc[2].peak);
         }
         x.time_s += time_s;
-        x.blocks.insert(x.blocks.begin(), blocks.begin(), blocks.end());
-        if (inner) x.inner.insert(x.inner.begin(), *inner);
-        auto [it, inserted] = at[static_cast<std::size_t>(left)].try_emplace(std::move(k));
-        if (inserted) it->second.grads = g;
-        it->second.partials.push_back(std::move(x));
+        piece.next = p.link;
+        x.link = static_cast<int>(links.size());
+        links.push_back(piece);
+        it->second.partials.push_back(x);
       }
     };
     for (int t = b; t >= a; --t) {
@@ -577,7 +589,7 @@ class Search {
           }
           const std::vector<char> keep = needed(keys, values, times);
           for (std::size_t o = 0; o < options.size(); ++o)
-            if (keep[o]) add(ib, ps[o], gs[o], t, times[o], {options[o]}, nullptr);
+            if (keep[o]) add(ib, ps[o], gs[o], t, times[o], Link{options[o], nullptr, {}, -1});
         }
         // An inner region [c0, t].
         if (!space_.nested_regions) continue;
@@ -585,7 +597,7 @@ class Search {
           const Region inner{c0, t, {}};
           for (const InnerGroup& group : inner_units(a, b, c0, t, ib.grads))
             for (const InnerUnit& unit : group.units)
-              add(ib, unit.pieces, group.grads, c0, unit.time_s, unit.blocks, &inner);
+              add(ib, unit.pieces, group.grads, c0, unit.time_s, Link{0, &unit, inner, -1});
         }
       }
     }
@@ -621,7 +633,16 @@ class Search {
         RegionOption ro;
         ro.effects = effects[static_cast<std::size_t>(o.trail)];
         ro.time_s = p.time_s;
-        ro.segment = {{a, b, p.inner}, true, p.blocks};
+        ro.segment = {{a, b, {}}, true, {}};
+        for (int i = p.link; i >= 0; i = links[static_cast<std::size_t>(i)].next) {
+          const Link& l = links[static_cast<std::size_t>(i)];
+          if (!l.unit) {
+            ro.segment.blocks.push_back(l.blocks);
+            continue;
+          }
+          ro.segment.blocks.insert(ro.segment.blocks.end(), l.unit->blocks.begin(), l.unit->blocks.end());
+          ro.segment.region.inner.push_back(l.inner);
+        }
         group.options.push_back(std::move(ro));
       }
       groups.push_back(std::move(group));
