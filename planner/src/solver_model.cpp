@@ -105,11 +105,11 @@ Effect ChainModel::run(int c, int s, std::int64_t blocks, StageContext ctx, cons
   return e;
 }
 
-Effect ChainModel::cached(const Key& key, const std::vector<std::int64_t>& in, int c, int s, std::int64_t blocks,
-                          const StageContext& ctx) {
-  auto k = std::make_pair(key, in);
-  if (auto it = cache_.find(k); it != cache_.end()) return it->second;
-  return cache_[std::move(k)] = run(c, s, blocks, ctx, in);
+const Effect& ChainModel::cached(const Key& key, const std::vector<std::int64_t>& in, int c, int s,
+                                 std::int64_t blocks, const StageContext& ctx) {
+  auto& by_incoming = cache_[key];
+  if (auto it = by_incoming.find(in); it != by_incoming.end()) return it->second;
+  return by_incoming.emplace(in, run(c, s, blocks, ctx, in)).first->second;
 }
 
 std::vector<std::int64_t> ChainModel::signature(int c, int s, const GradState& state) const {
@@ -150,11 +150,11 @@ std::vector<std::int64_t> ChainModel::boundary(int c, int p, const GradState& st
   return out;
 }
 
-Effect ChainModel::plain(int c, int s, std::int64_t blocks, const std::vector<std::int64_t>& in) {
+const Effect& ChainModel::plain(int c, int s, std::int64_t blocks, const std::vector<std::int64_t>& in) {
   return cached({c, s, blocks, kPlain, 0, 0, 0, 0}, in, c, s, blocks, StageContext{});
 }
 
-Effect ChainModel::region_forward(int c, int s, std::int64_t blocks, int a) {
+const Effect& ChainModel::region_forward(int c, int s, std::int64_t blocks, int a) {
   a = norm_lo(s, a);
   StageContext ctx;
   ctx.saving = false;
@@ -162,7 +162,7 @@ Effect ChainModel::region_forward(int c, int s, std::int64_t blocks, int a) {
   return cached({c, s, blocks, kRegionForward, a, 0, 0, 0}, {}, c, s, blocks, ctx);
 }
 
-Effect ChainModel::recompute_plain(int c, int s, std::int64_t blocks, int a, int b, const std::vector<std::int64_t>& in) {
+const Effect& ChainModel::recompute_plain(int c, int s, std::int64_t blocks, int a, int b, const std::vector<std::int64_t>& in) {
   a = norm_lo(s, a);
   b = norm_hi(s, b);
   StageContext ctx;
@@ -173,7 +173,7 @@ Effect ChainModel::recompute_plain(int c, int s, std::int64_t blocks, int a, int
   return cached({c, s, blocks, kRecomputePlain, a, b, 0, 0}, in, c, s, blocks, ctx);
 }
 
-Effect ChainModel::recompute_in_inner(int c, int s, std::int64_t blocks, int a, int b, int inner_from) {
+const Effect& ChainModel::recompute_in_inner(int c, int s, std::int64_t blocks, int a, int b, int inner_from) {
   a = norm_lo(s, a);
   b = norm_hi(s, b);
   inner_from = norm_lo(s, inner_from);
@@ -186,7 +186,7 @@ Effect ChainModel::recompute_in_inner(int c, int s, std::int64_t blocks, int a, 
   return cached({c, s, blocks, kRecomputeInInner, a, b, inner_from, 0}, {}, c, s, blocks, ctx);
 }
 
-Effect ChainModel::inner_recompute(int c, int s, std::int64_t blocks, int c0, int d, const std::vector<std::int64_t>& in) {
+const Effect& ChainModel::inner_recompute(int c, int s, std::int64_t blocks, int c0, int d, const std::vector<std::int64_t>& in) {
   c0 = norm_lo(s, c0);
   d = norm_hi(s, d);
   StageContext ctx;
@@ -198,7 +198,7 @@ Effect ChainModel::inner_recompute(int c, int s, std::int64_t blocks, int c0, in
   return cached({c, s, blocks, kInnerRecompute, c0, d, 0, 0}, in, c, s, blocks, ctx);
 }
 
-Effect ChainModel::loss(int c, const std::vector<std::int64_t>& in) {
+const Effect& ChainModel::loss(int c, const std::vector<std::int64_t>& in) {
   return cached({c, stage_count(), 1, kLoss, 0, 0, 0, 0}, in, c, stage_count(), 1, StageContext{});
 }
 
@@ -238,20 +238,20 @@ ChainModel::Prediction ChainModel::predict(const Plan& plan) {
       if (r < plan.checkpoints.size() && plan.checkpoints[r].from == s) {
         const Region& region = plan.checkpoints[r];
         for (int t = region.from; t <= region.to; ++t) {
-          const Effect e = region_forward(c, t, blocks(t), region.from);
+          const Effect& e = region_forward(c, t, blocks(t), region.from);
           at(e.forward_peak);
           mem += e.forward_delta;
         }
         s = region.to + 1;
         ++r;
       } else {
-        const Effect e = plain(c, s, blocks(s));
+        const Effect& e = plain(c, s, blocks(s));
         at(e.forward_peak);
         mem += e.forward_delta;
         ++s;
       }
     }
-    const Effect l = loss(c);
+    const Effect& l = loss(c);
     at(l.forward_peak);
     mem += l.forward_delta;
   }
@@ -260,7 +260,7 @@ ChainModel::Prediction ChainModel::predict(const Plan& plan) {
   GradState grads;
   for (int step = steps_ - 1; step >= 0; --step) {
     const int c = class_of(step);
-    const Effect l = loss(c, signature(c, n, grads));
+    const Effect& l = loss(c, signature(c, n, grads));
     at(l.backward_peak);
     mem += l.backward_delta;
     hand_over(l, grads);
@@ -274,7 +274,7 @@ ChainModel::Prediction ChainModel::predict(const Plan& plan) {
           const Region* in = nullptr;
           for (const Region& x : region.inner)
             if (x.from <= t && t <= x.to) in = &x;
-          const Effect e = in ? recompute_in_inner(c, t, blocks(t), a, b, in->from) : recompute_plain(c, t, blocks(t), a, b);
+          const Effect& e = in ? recompute_in_inner(c, t, blocks(t), a, b, in->from) : recompute_plain(c, t, blocks(t), a, b);
           at(e.forward_peak);
           mem += e.forward_delta;
         }
@@ -284,7 +284,7 @@ ChainModel::Prediction ChainModel::predict(const Plan& plan) {
           for (const Region& x : region.inner)
             if (x.from <= t && t <= x.to) in = &x;
           if (!in) {
-            const Effect e = recompute_plain(c, t, blocks(t), a, b, signature(c, t, grads));
+            const Effect& e = recompute_plain(c, t, blocks(t), a, b, signature(c, t, grads));
             at(e.backward_peak);
             mem += e.backward_delta;
             hand_over(e, grads);
@@ -293,12 +293,12 @@ ChainModel::Prediction ChainModel::predict(const Plan& plan) {
           }
           std::int64_t held_outputs = 0;
           for (int u = in->from; u <= in->to; ++u) {
-            const Effect e = inner_recompute(c, u, blocks(u), in->from, in->to);
+            const Effect& e = inner_recompute(c, u, blocks(u), in->from, in->to);
             at(e.forward_peak);
             mem += e.forward_delta;
           }
           for (int u = in->to; u >= in->from; --u) {
-            const Effect e = inner_recompute(c, u, blocks(u), in->from, in->to, signature(c, u, grads));
+            const Effect& e = inner_recompute(c, u, blocks(u), in->from, in->to, signature(c, u, grads));
             at(e.backward_peak);
             mem += e.backward_delta;
             hand_over(e, grads);
@@ -311,7 +311,7 @@ ChainModel::Prediction ChainModel::predict(const Plan& plan) {
         s = a - 1;
         --r;
       } else {
-        const Effect e = plain(c, s, blocks(s), signature(c, s, grads));
+        const Effect& e = plain(c, s, blocks(s), signature(c, s, grads));
         at(e.backward_peak);
         mem += e.backward_delta;
         hand_over(e, grads);

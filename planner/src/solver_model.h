@@ -60,17 +60,17 @@ class ChainModel {
   // Plain at the top level: forward (saving) and backward.
   // Backward-bearing executions take the sizes of the gradients flowing in
   // (signature(): in the order of the stage's incoming gradients).
-  Effect plain(int c, int s, std::int64_t blocks, const std::vector<std::int64_t>& in = {});
+  const Effect& plain(int c, int s, std::int64_t blocks, const std::vector<std::int64_t>& in = {});
   // Original forward inside a top-level region from `a`. Forward fields only.
-  Effect region_forward(int c, int s, std::int64_t blocks, int a);
+  const Effect& region_forward(int c, int s, std::int64_t blocks, int a);
   // Recomputation inside region [a, b] as a plain child (saving), and its
   // backward.
-  Effect recompute_plain(int c, int s, std::int64_t blocks, int a, int b, const std::vector<std::int64_t>& in = {});
+  const Effect& recompute_plain(int c, int s, std::int64_t blocks, int a, int b, const std::vector<std::int64_t>& in = {});
   // Recomputation inside region [a, b] as part of inner region from
   // `inner_from` (not saving). Forward fields only.
-  Effect recompute_in_inner(int c, int s, std::int64_t blocks, int a, int b, int inner_from);
+  const Effect& recompute_in_inner(int c, int s, std::int64_t blocks, int a, int b, int inner_from);
   // Inside inner region [c0, d]: its recomputation (saving) and backward.
-  Effect inner_recompute(int c, int s, std::int64_t blocks, int c0, int d, const std::vector<std::int64_t>& in = {});
+  const Effect& inner_recompute(int c, int s, std::int64_t blocks, int c0, int d, const std::vector<std::int64_t>& in = {});
   // The incoming gradient sizes of stage s (class c) given what is in flight.
   std::vector<std::int64_t> signature(int c, int s, const GradState& state) const;
   static void hand_over(const Effect& e, GradState& state) {
@@ -89,8 +89,15 @@ class ChainModel {
   // keeps of them.
   std::int64_t kept_bytes(int c, int from, int to, int made_from, int made_before) const;
 
+  // Context bounds that replay alike for stage s: norm_lo(s, a) is the
+  // least producer stage of s's inputs (or s) at or after a; norm_hi(s, b)
+  // the greatest consumer stage of its outputs (or s) at or before b. The
+  // executions above depend on a region's bounds only through these.
+  int norm_lo(int s, int a) const;
+  int norm_hi(int s, int b) const;
+
   // The loss pseudo-stage of class c.
-  Effect loss(int c, const std::vector<std::int64_t>& in = {});
+  const Effect& loss(int c, const std::vector<std::int64_t>& in = {});
   // Step-time contributions: one forward execution of stage s, and of its
   // edge update.
   double stage_forward_s(int s) const { return stage_time_s_[static_cast<std::size_t>(s)]; }
@@ -110,8 +117,8 @@ class ChainModel {
   const std::vector<Item>& items(int step, int stage, std::int64_t blocks);
   Effect run(int c, int s, std::int64_t blocks, StageContext ctx, const std::vector<std::int64_t>& in);
   using Key = std::tuple<int, int, std::int64_t, int, int, int, int, int>;
-  Effect cached(const Key& key, const std::vector<std::int64_t>& in, int c, int s, std::int64_t blocks,
-                const StageContext& ctx);
+  const Effect& cached(const Key& key, const std::vector<std::int64_t>& in, int c, int s, std::int64_t blocks,
+                       const StageContext& ctx);
 
   ReplayGraph rg_;
   int steps_ = 1;
@@ -122,12 +129,7 @@ class ChainModel {
   std::vector<std::int64_t> edges_;
   // Items per (blocks) schedule: [step][stage] (stage_count = loss items).
   std::map<std::int64_t, std::vector<std::vector<std::vector<Item>>>> items_;
-  std::map<std::pair<Key, std::vector<std::int64_t>>, Effect> cache_;
-  // Context bounds that replay alike for stage s: norm_lo(s, a) is the
-  // least producer stage of s's inputs (or s) at or after a; norm_hi(s, b)
-  // the greatest consumer stage of its outputs (or s) at or before b.
-  int norm_lo(int s, int a) const;
-  int norm_hi(int s, int b) const;
+  std::map<Key, std::map<std::vector<std::int64_t>, Effect>> cache_;  // by context, then incoming gradient sizes
   std::vector<std::vector<int>> input_producers_, output_consumers_;  // per stage, sorted, same step
   std::vector<std::vector<int>> key_stage_;  // per class: tensor key -> producer stage in that step, -1: none
   mutable std::map<std::tuple<int, int, int, int, int>, std::int64_t> kept_cache_;  // kept_bytes() by its arguments

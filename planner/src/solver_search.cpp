@@ -203,7 +203,7 @@ class Search {
           for (std::int64_t blocks : choices(b)) {
             Option o{blocks, {}, bucket.grads, {}};
             for (int c = 0; c < k_; ++c) {
-              const Effect e = m_.plain(c, b, blocks, m_.signature(c, b, o.grads[static_cast<std::size_t>(c)]));
+              const Effect& e = m_.plain(c, b, blocks, m_.signature(c, b, o.grads[static_cast<std::size_t>(c)]));
               ChainModel::hand_over(e, o.grads[static_cast<std::size_t>(c)]);
               o.effects.push_back({e.forward_delta, e.forward_peak, e.backward_delta, e.backward_peak});
               o.key.insert(o.key.end(), {e.forward_delta, e.backward_delta});
@@ -274,11 +274,17 @@ class Search {
   }
 
   // Adds `segment` (effects per class) to the left of every label of
-  // `from`, into the buckets of its left boundary `a`.
+  // `from` (filtered: filter_outer()), into the buckets of its left boundary
+  // `a`. With one class, a label's standalone peak after the segment is
+  // max(A, d + its peak before) for A and d fixed by the segment and the
+  // bucket; the labels come by increasing time and decreasing peak, so once
+  // two in a row give the same peak (A) every later one gives it too, more
+  // slowly: dominated, not added.
   void extend(Buckets& into, const Bucket& from, const std::vector<SegmentEffect>& effects,
               const std::vector<GradState>& grads, double time_s, const Segment& segment, int a) {
     std::vector<std::int64_t> k = key(a, grads);
     const std::size_t boundary_size = k.size();
+    std::int64_t previous_peak = kNone;
     for (const Label& l : from.labels) {
       Label x;
       x.v = l.v;
@@ -289,6 +295,11 @@ class Search {
         push_prefix(v[0], v[1], e.forward_delta, e.forward_peak);
         push_suffix(v[2], v[3], e.backward_delta, e.backward_peak);
         k.push_back(v[0] + v[2]);
+      }
+      if (k_ == 1) {
+        const std::int64_t peak = peak_of(x);
+        if (peak == previous_peak) break;
+        previous_peak = peak;
       }
       x.time_s = l.time_s + time_s;
       x.trail = static_cast<int>(trail_.size());
@@ -502,6 +513,50 @@ class Search {
     return inner_cache_[cache_key] = std::move(groups);
   }
 
+  // Stage t as a plain child of a region [a, b]: per block count (those
+  // dominated in every effect dropped), its pieces per class (original
+  // forward, recomputation, backward) and the gradients in flight after it.
+  struct ChildOption {
+    std::int64_t blocks = 1;
+    std::vector<std::array<Piece, 3>> pieces;  // per class
+    std::vector<GradState> grads;              // in flight at t, per class
+    double time_s = 0;
+  };
+  // They depend on the region only through the stage's context bounds and
+  // the gradients in flight at t + 1, so they are computed once for those.
+  const std::vector<ChildOption>& child_options(int t, int a, int b, const std::vector<GradState>& grads) {
+    auto& by_boundary = child_cache_[{t, m_.norm_lo(t, a), m_.norm_hi(t, b)}];
+    std::vector<std::int64_t> boundary = key(t + 1, grads);
+    if (auto it = by_boundary.find(boundary); it != by_boundary.end()) return it->second;
+    const std::vector<std::int64_t> options = choices(t);
+    std::vector<ChildOption> all;
+    std::vector<std::vector<std::int64_t>> keys, values;
+    std::vector<double> times;
+    for (std::int64_t blocks : options) {
+      ChildOption o{blocks, {}, grads, m_.stage_forward_s(t) + (blocks > 1 ? m_.edge_forward_s(t) : 0.0)};
+      std::vector<std::int64_t> vals;
+      for (int c = 0; c < k_; ++c) {
+        GradState& g = o.grads[static_cast<std::size_t>(c)];
+        const Effect& f = m_.region_forward(c, t, blocks, a);
+        const Effect& r = m_.recompute_plain(c, t, blocks, a, b, m_.signature(c, t, g));
+        ChainModel::hand_over(r, g);
+        o.pieces.push_back({Piece{f.forward_delta, f.forward_peak}, Piece{r.forward_delta, r.forward_peak},
+                            Piece{r.backward_delta, r.backward_peak}});
+        vals.insert(vals.end(), {f.forward_delta, f.forward_peak, r.forward_delta, r.forward_peak, r.backward_delta,
+                                 r.backward_peak});
+      }
+      keys.push_back(key(t, o.grads));
+      values.push_back(std::move(vals));
+      times.push_back(o.time_s);
+      all.push_back(std::move(o));
+    }
+    const std::vector<char> keep = needed(keys, values, times);
+    std::vector<ChildOption> kept;
+    for (std::size_t i = 0; i < all.size(); ++i)
+      if (keep[i]) kept.push_back(std::move(all[i]));
+    return by_boundary.emplace(std::move(boundary), std::move(kept)).first->second;
+  }
+
   std::vector<RegionGroup> region_options(const std::vector<GradState>& grads, int a, int b) {
     // Inner DP right to left over the region's stages; partial labels carry
     // the block counts chosen so far (stages t..b) and inner regions.
@@ -560,37 +615,8 @@ class Search {
     for (int t = b; t >= a; --t) {
       for (auto& [ikey, ib] : at[static_cast<std::size_t>(t + 1)]) {
         filter(ib.partials);
-        // Stage t as a plain child of the region.
-        // Stage t as a plain child: its block counts, dominated ones dropped.
-        {
-          const std::vector<std::int64_t> options = choices(t);
-          std::vector<std::vector<GradState>> gs;
-          std::vector<std::vector<std::array<Piece, 3>>> ps;
-          std::vector<std::vector<std::int64_t>> keys, values;
-          std::vector<double> times;
-          for (std::int64_t blocks : options) {
-            std::vector<GradState> g = ib.grads;
-            std::vector<std::array<Piece, 3>> pieces;
-            std::vector<std::int64_t> vals;
-            for (int c = 0; c < k_; ++c) {
-              const Effect f = m_.region_forward(c, t, blocks, a);
-              const Effect r = m_.recompute_plain(c, t, blocks, a, b, m_.signature(c, t, g[static_cast<std::size_t>(c)]));
-              ChainModel::hand_over(r, g[static_cast<std::size_t>(c)]);
-              pieces.push_back({Piece{f.forward_delta, f.forward_peak}, Piece{r.forward_delta, r.forward_peak},
-                                Piece{r.backward_delta, r.backward_peak}});
-              vals.insert(vals.end(), {f.forward_delta, f.forward_peak, r.forward_delta, r.forward_peak, r.backward_delta,
-                                       r.backward_peak});
-            }
-            keys.push_back(key(t, g));
-            values.push_back(std::move(vals));
-            times.push_back(m_.stage_forward_s(t) + (blocks > 1 ? m_.edge_forward_s(t) : 0.0));
-            gs.push_back(std::move(g));
-            ps.push_back(std::move(pieces));
-          }
-          const std::vector<char> keep = needed(keys, values, times);
-          for (std::size_t o = 0; o < options.size(); ++o)
-            if (keep[o]) add(ib, ps[o], gs[o], t, times[o], Link{options[o], nullptr, {}, -1});
-        }
+        for (const ChildOption& o : child_options(t, a, b, ib.grads))
+          add(ib, o.pieces, o.grads, t, o.time_s, Link{o.blocks, nullptr, {}, -1});
         // An inner region [c0, t].
         if (!space_.nested_regions) continue;
         for (int c0 = t; c0 >= a; --c0) {
@@ -696,6 +722,7 @@ class Search {
   std::deque<Segment> plain_segments_;  // the plain-stage choices trails point to
   std::vector<Effect> loss_forward_, loss_backward_;  // per class: the loss stage, and its backward with no gradients in flight
   std::map<std::pair<std::pair<int, int>, std::vector<std::int64_t>>, std::vector<RegionGroup>> region_cache_;
+  std::map<std::array<int, 3>, std::map<std::vector<std::int64_t>, std::vector<ChildOption>>> child_cache_;
   std::map<std::pair<std::array<int, 4>, std::vector<std::int64_t>>, std::vector<InnerGroup>> inner_cache_;
 };
 
