@@ -1,16 +1,16 @@
 #pragma once
 // The solver's stage-level cost model: replays ONE stage of one rollout step
-// under the simulator's rules (simulator.cpp) in a given checkpoint context
-// and measures what it does to device memory, relative to the memory just
-// before it runs.
+// on the simulator's engine (memory_machine.h) in a given checkpoint
+// context and measures what it does to device memory, relative to the
+// memory just before it runs.
 //
 // The simulator's peak decomposes over these measurements (docs/solver.md):
 // every buffer a stage touches is either made by the stage, an input made
 // by an earlier stage (freed by the stage unless something holds it longer),
 // or a gradient flowing in from a later stage. A context says which of those
-// holders exist. The replay mirrors simulator.cpp's buffer, context, save,
-// keep and accumulate rules; tests check the composition against
-// simulate() plan by plan.
+// holders exist; the op-level rules are the engine's, the same the
+// simulator runs. Tests check the composition against simulate() plan by
+// plan.
 
 #include <cstdint>
 #include <vector>
