@@ -6,16 +6,36 @@
 
 namespace actmem::detail {
 
-MemoryMachine::MemoryMachine(const CostGraph& graph, bool first_parameter_gradients)
+TensorState::TensorState(std::size_t tensors, bool first_parameter_gradients)
+    : current(tensors, -1),
+      grad(tensors, -1),
+      uses(tensors, 0),
+      produced_in(tensors, -1),
+      block_internal(tensors, 0),
+      block_output(tensors, 0),
+      param_grad_done(tensors, first_parameter_gradients ? 0 : 1) {}
+
+void TensorState::reset(const std::vector<TensorId>& tensors, bool first_parameter_gradients) {
+  for (TensorId t : tensors) {
+    const auto i = static_cast<std::size_t>(t);
+    current[i] = grad[i] = produced_in[i] = -1;
+    uses[i] = 0;
+    block_internal[i] = block_output[i] = 0;
+    param_grad_done[i] = first_parameter_gradients ? 0 : 1;
+  }
+}
+
+MemoryMachine::MemoryMachine(const CostGraph& graph, TensorState* shared)
     : g_(graph),
       profile_(memory_profile(graph.run().framework, graph.run().dtype)),
-      current_(graph.tensors().size(), -1),
-      grad_(graph.tensors().size(), -1),
-      uses_(graph.tensors().size(), 0),
-      produced_in_(graph.tensors().size(), -1),
-      block_internal_(graph.tensors().size(), 0),
-      block_output_(graph.tensors().size(), 0),
-      param_grad_done_(graph.tensors().size(), first_parameter_gradients ? 0 : 1) {}
+      own_(shared ? TensorState{} : TensorState(graph.tensors().size(), true)),
+      current_(shared ? shared->current : own_.current),
+      grad_(shared ? shared->grad : own_.grad),
+      uses_(shared ? shared->uses : own_.uses),
+      produced_in_(shared ? shared->produced_in : own_.produced_in),
+      block_internal_(shared ? shared->block_internal : own_.block_internal),
+      block_output_(shared ? shared->block_output : own_.block_output),
+      param_grad_done_(shared ? shared->param_grad_done : own_.param_grad_done) {}
 
 // ---- buffers ----------------------------------------------------------------
 

@@ -25,9 +25,23 @@ namespace actmem::detail {
 
 enum Category { kActivations, kGradients, kWorkspace, kCategories };
 
+// The machine's state per tensor of the graph. A fresh one is what a step
+// starts from; one stage's replay reads and writes only the entries of its
+// own ops' tensors, so a replay resets those (reset()) and reuses the rest.
+struct TensorState {
+  TensorState() = default;
+  TensorState(std::size_t tensors, bool first_parameter_gradients);
+  void reset(const std::vector<TensorId>& tensors, bool first_parameter_gradients);
+  std::vector<int> current, grad, uses, produced_in;
+  std::vector<char> block_internal, block_output, param_grad_done;
+};
+
 class MemoryMachine {
  public:
-  MemoryMachine(const CostGraph& graph, bool first_parameter_gradients = true);
+  // On `shared` (entries reset by the caller), or on a fresh state of its own.
+  explicit MemoryMachine(const CostGraph& graph, TensorState* shared = nullptr);
+  MemoryMachine(const MemoryMachine&) = delete;
+  MemoryMachine& operator=(const MemoryMachine&) = delete;
   virtual ~MemoryMachine() = default;
 
  protected:
@@ -90,8 +104,9 @@ class MemoryMachine {
   const CostGraph& g_;
   const MemoryProfile profile_;
   std::int64_t live_[kCategories] = {0, 0, 0};
-  std::vector<int> current_, grad_, uses_, produced_in_;
-  std::vector<char> block_internal_, block_output_, param_grad_done_;
+  TensorState own_;
+  std::vector<int>&current_, &grad_, &uses_, &produced_in_;
+  std::vector<char>&block_internal_, &block_output_, &param_grad_done_;
   std::vector<int> losses_;  // held by the caller until backward
   int context_ = 0;
   int context_count_ = 0;

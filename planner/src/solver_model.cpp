@@ -13,7 +13,10 @@ enum Kind { kPlain, kRegionForward, kRecomputePlain, kRecomputeInInner, kInnerRe
 }  // namespace
 
 ChainModel::ChainModel(const CostGraph& graph, const Device& device)
-    : rg_(graph), steps_(static_cast<int>(graph.run().rollout)), edges_(edges_per_stage(graph)) {
+    : rg_(graph),
+      steps_(static_cast<int>(graph.run().rollout)),
+      edges_(edges_per_stage(graph)),
+      scratch_(graph.tensors().size(), true) {
   // Step classes: first, middle, last (fewer when the rollout is short).
   if (steps_ == 1) {
     class_steps_ = {0};
@@ -98,7 +101,7 @@ Effect ChainModel::run(int c, int s, std::int64_t blocks, StageContext ctx, cons
   ctx.first_parameter_gradients = step == steps_ - 1;
   const auto& list = rg_.incoming[static_cast<std::size_t>(step)][static_cast<std::size_t>(s)];
   for (std::size_t i = 0; i < list.size() && i < in.size(); ++i) ctx.incoming_grads.emplace_back(list[i], in[i]);
-  const StageRun r = replay_stage(rg_, items(step, s, blocks), step, s, ctx);
+  const StageRun r = replay_stage(rg_, items(step, s, blocks), step, s, ctx, scratch_);
   Effect e{r.forward.delta_bytes, r.forward.peak_bytes, r.backward.delta_bytes, r.backward.peak_bytes,
            r.released_at_end_bytes, r.backward_prelude_bytes, {}};
   for (const auto& [t, bytes] : r.outgoing_grads) e.outgoing.emplace_back(rg_.local_key[static_cast<std::size_t>(t)], bytes);

@@ -127,6 +127,7 @@ class ChainModel {
   std::int64_t static_bytes_ = 0;
   std::vector<double> stage_time_s_, edge_time_s_;
   std::vector<std::int64_t> edges_;
+  TensorState scratch_;  // the replays' (one at a time)
   // Items per (blocks) schedule: [step][stage] (stage_count = loss items).
   std::map<std::int64_t, std::vector<std::vector<std::vector<Item>>>> items_;
   std::map<Key, std::map<std::vector<std::int64_t>, Effect>> cache_;  // by context, then incoming gradient sizes

@@ -69,13 +69,20 @@ namespace {
 // that never goes away.
 class Replay : MemoryMachine {
  public:
-  Replay(const ReplayGraph& rg, int step, int stage, const StageContext& ctx)
-      : MemoryMachine(rg.graph, ctx.first_parameter_gradients), rg_(rg), step_(step), stage_(stage), ctx_(ctx) {}
+  Replay(const ReplayGraph& rg, int step, int stage, const StageContext& ctx, TensorState& state)
+      : MemoryMachine(rg.graph, &state), rg_(rg), step_(step), stage_(stage), ctx_(ctx), state_(state) {}
 
   StageRun run(const std::vector<Item>& items) {
     StageRun result;
     std::vector<OpId> ops;
     collect_ops(items, ops);
+    // Every entry of the state the machine reads is of these tensors.
+    std::vector<TensorId> tensors;
+    for (OpId id : ops) {
+      tensors.insert(tensors.end(), g_.op(id).inputs.begin(), g_.op(id).inputs.end());
+      tensors.insert(tensors.end(), g_.op(id).outputs.begin(), g_.op(id).outputs.end());
+    }
+    state_.reset(tensors, ctx_.first_parameter_gradients);
     const int self = rg_.key(step_, stage_);
     const int lo = ctx_.original_forward ? -1 : rg_.key(step_, ctx_.context_lo);
     const int hi = ctx_.original_forward ? 1 << 30 : rg_.key(step_, ctx_.context_hi);
@@ -182,14 +189,15 @@ class Replay : MemoryMachine {
   const ReplayGraph& rg_;
   int step_, stage_;
   StageContext ctx_;
+  TensorState& state_;
   std::int64_t peak_ = 0;
 };
 
 }  // namespace
 
 StageRun replay_stage(const ReplayGraph& rg, const std::vector<Item>& items, int step, int stage,
-                      const StageContext& ctx) {
-  return Replay(rg, step, stage, ctx).run(items);
+                      const StageContext& ctx, TensorState& state) {
+  return Replay(rg, step, stage, ctx, state).run(items);
 }
 
 }  // namespace actmem::detail

@@ -17,6 +17,7 @@
 
 #include "actmem/cost_graph.h"
 #include "actmem/memory_profile.h"
+#include "memory_machine.h"
 #include "schedule.h"
 
 namespace actmem::detail {
@@ -99,8 +100,9 @@ struct ReplayGraph {
 // Replays stage `stage` of rollout step `step` (stage == stage_count: the
 // loss ops), whose items (one stage of a schedule, edge update blocked or
 // not) are `items`: its forward execution in `ctx` and, when ctx.saving,
-// its backward right after.
+// its backward right after. `state` is scratch the replay resets as it
+// needs (sized to the graph's tensors; reused across replays).
 StageRun replay_stage(const ReplayGraph& rg, const std::vector<Item>& items, int step, int stage,
-                      const StageContext& ctx);
+                      const StageContext& ctx, TensorState& state);
 
 }  // namespace actmem::detail
