@@ -3,4 +3,5 @@ target_sources(actmem PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/src/solver.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/solver_model.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/solver_replay.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/src/solver_search.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/src/solver_search.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/stage_translates.cpp)

@@ -7,6 +7,7 @@
 #include "actmem/simulator.h"
 #include "actmem/solver.h"
 #include "solver_model.h"
+#include "stage_translates.h"
 #include "test_models.h"
 
 using namespace actmem;
@@ -127,20 +128,46 @@ TEST_SUITE("solver") {
   TEST_CASE("solver model: composing per-stage replays predicts simulate()'s peak exactly, plan by plan") {
     // The decomposition the search relies on (docs/solver.md): nested
     // regions and odd block counts included.
+    // With 6 processor steps, the middle ones replay as translates of the
+    // second (stage_translates.h).
     const Device device = load_device("a100-80gb");
     std::mt19937 rng(7);
-    for (const RunCase& c : kRuns) {
-      CAPTURE(c.name);
-      const CostGraph g = graph_for(testing::tiny_model(3), c);
-      detail::ChainModel model(g, device);
-      const Report none = simulate(g, device, device.memory_bytes, empty_plan(g.stages()));
-      for (int i = 0; i < 60; ++i) {
-        const Plan plan = i == 0 ? empty_plan(g.stages()) : random_plan(rng, static_cast<int>(g.stages().size()), edges_per_stage(g));
-        CAPTURE(describe(plan, g.stages()));
-        const Report r = simulate(g, device, device.memory_bytes, plan);
-        const auto predicted = model.predict(plan);
-        CHECK(predicted.peak_bytes == r.peak_bytes);
-        CHECK(none.step_time_s + predicted.recompute_s == doctest::Approx(r.step_time_s).epsilon(1e-12));
+    for (const RunCase& c : kRuns)
+      for (std::int64_t processor_steps : {3, 6}) {
+        CAPTURE(c.name);
+        CAPTURE(processor_steps);
+        const CostGraph g = graph_for(testing::tiny_model(processor_steps), c);
+        detail::ChainModel model(g, device);
+        const Report none = simulate(g, device, device.memory_bytes, empty_plan(g.stages()));
+        for (int i = 0; i < 60; ++i) {
+          const Plan plan = i == 0 ? empty_plan(g.stages()) : random_plan(rng, static_cast<int>(g.stages().size()), edges_per_stage(g));
+          CAPTURE(describe(plan, g.stages()));
+          const Report r = simulate(g, device, device.memory_bytes, plan);
+          const auto predicted = model.predict(plan);
+          CHECK(predicted.peak_bytes == r.peak_bytes);
+          CHECK(none.step_time_s + predicted.recompute_s == doctest::Approx(r.step_time_s).epsilon(1e-12));
+        }
+      }
+  }
+
+  TEST_CASE("solver model: GraphCast's middle processor steps replay as translates of the second") {
+    for (Framework framework : {Framework::pytorch, Framework::jax}) {
+      RunOptions run;
+      run.framework = framework;
+      run.rollout = 2;
+      const CostGraph g = CostGraph::build(load_model("graphcast"), run);
+      const detail::ReplayGraph rg(g);
+      for (int step : {0, 1}) {
+        const auto translates = detail::stage_translates(rg, step, edges_per_stage(g));
+        REQUIRE(translates.size() == 19);
+        for (int s = 0; s < 19; ++s) {
+          CAPTURE(s);
+          // processor.k is stage k + 2; processor.0 reads the embedded
+          // mesh, processor.15 feeds the decoder.
+          const bool middle = s >= 4 && s <= 16;
+          CHECK(translates[static_cast<std::size_t>(s)].base == (middle ? 3 : -1));
+          if (middle) CHECK(translates[static_cast<std::size_t>(s)].offset == s - 3);
+        }
       }
     }
   }

@@ -28,6 +28,7 @@ ChainModel::ChainModel(const CostGraph& graph, const Device& device)
     class_steps_ = {0, 1, steps_ - 1};
     class_multiplicity_ = {1, steps_ - 2, 1};
   }
+  for (int step : class_steps_) translates_.push_back(stage_translates(rg_, step, edges_));
   // Producer stage of each step-independent tensor key, per class.
   const int key_count = rg_.local_key.empty() ? 0 : *std::max_element(rg_.local_key.begin(), rg_.local_key.end()) + 1;
   key_stage_.assign(class_steps_.size(), std::vector<int>(static_cast<std::size_t>(key_count), -1));
@@ -99,13 +100,43 @@ const std::vector<Item>& ChainModel::items(int step, int stage, std::int64_t blo
 Effect ChainModel::run(int c, int s, std::int64_t blocks, StageContext ctx, const std::vector<std::int64_t>& in) {
   const int step = class_steps_[static_cast<std::size_t>(c)];
   ctx.first_parameter_gradients = step == steps_ - 1;
+  // A translate of an earlier stage replays as that stage, its context
+  // moved back (when the moved context still lies within the step).
+  static const StageTranslate kNone;
+  const StageTranslate& translate =
+      s < stage_count() ? translates_[static_cast<std::size_t>(c)][static_cast<std::size_t>(s)] : kNone;
+  const int offset = translate.offset;
+  const bool moved = translate.base >= 0 && (ctx.original_forward || ctx.context_lo - offset >= 0) &&
+                     (ctx.held_before < 0 || ctx.held_before - offset >= 0);
+  const int stage = moved ? translate.base : s;
+  if (moved) {
+    if (!ctx.original_forward) {
+      ctx.context_lo -= offset;
+      ctx.context_hi -= offset;
+    }
+    if (ctx.held_before >= 0) ctx.held_before -= offset;
+  }
   const auto& list = rg_.incoming[static_cast<std::size_t>(step)][static_cast<std::size_t>(s)];
-  for (std::size_t i = 0; i < list.size() && i < in.size(); ++i) ctx.incoming_grads.emplace_back(list[i], in[i]);
-  const StageRun r = replay_stage(rg_, items(step, s, blocks), step, s, ctx, scratch_);
+  for (std::size_t i = 0; i < list.size() && i < in.size(); ++i)
+    ctx.incoming_grads.emplace_back(moved ? translate.base_of(list[i]) : list[i], in[i]);
+  std::sort(ctx.incoming_grads.begin(), ctx.incoming_grads.end());
+  const StageRun& r = replay(c, stage, blocks, ctx);
   Effect e{r.forward.delta_bytes, r.forward.peak_bytes, r.backward.delta_bytes, r.backward.peak_bytes,
            r.released_at_end_bytes, r.backward_prelude_bytes, {}};
-  for (const auto& [t, bytes] : r.outgoing_grads) e.outgoing.emplace_back(rg_.local_key[static_cast<std::size_t>(t)], bytes);
+  for (auto [t, bytes] : r.outgoing_grads) {
+    if (moved) t = translate.of_base(t);
+    e.outgoing.emplace_back(rg_.local_key[static_cast<std::size_t>(t)], bytes);
+  }
   return e;
+}
+
+const StageRun& ChainModel::replay(int c, int stage, std::int64_t blocks, const StageContext& ctx) {
+  ReplayKey key{c,           stage,          blocks,         ctx.original_forward, ctx.context_lo, ctx.context_hi,
+                ctx.saving,  ctx.held_before, ctx.in_region, ctx.hold_outputs,     ctx.incoming_grads};
+  if (auto it = replays_.find(key); it != replays_.end()) return it->second;
+  const int step = class_steps_[static_cast<std::size_t>(c)];
+  return replays_.emplace(std::move(key), replay_stage(rg_, items(step, stage, blocks), step, stage, ctx, scratch_))
+      .first->second;
 }
 
 const Effect& ChainModel::cached(const Key& key, const std::vector<std::int64_t>& in, int c, int s,

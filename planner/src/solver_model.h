@@ -19,6 +19,7 @@
 #include "actmem/device.h"
 #include "actmem/plan.h"
 #include "solver_replay.h"
+#include "stage_translates.h"
 
 namespace actmem::detail {
 
@@ -116,6 +117,12 @@ class ChainModel {
  private:
   const std::vector<Item>& items(int step, int stage, std::int64_t blocks);
   Effect run(int c, int s, std::int64_t blocks, StageContext ctx, const std::vector<std::int64_t>& in);
+  // The replay of a stage in a context (incoming gradients sorted), once.
+  const StageRun& replay(int c, int stage, std::int64_t blocks, const StageContext& ctx);
+  using ReplayKey = std::tuple<int, int, std::int64_t, bool, int, int, bool, int, bool, bool,
+                               std::vector<std::pair<TensorId, std::int64_t>>>;
+  std::map<ReplayKey, StageRun> replays_;
+  std::vector<std::vector<StageTranslate>> translates_;  // per class, per stage
   using Key = std::tuple<int, int, std::int64_t, int, int, int, int, int>;
   const Effect& cached(const Key& key, const std::vector<std::int64_t>& in, int c, int s, std::int64_t blocks,
                        const StageContext& ctx);
