@@ -48,6 +48,7 @@ struct Label {
   Values v;  // per class: sum_f, q_f, sum_b, p_b (outer) or the inner accumulators
   double time_s = 0;
   int trail = -1;
+  std::int64_t standalone_peak = 0;  // one class: peak_of() (Search::filter_outer())
 };
 
 // Dimensions compared for dominance: every `stride`-th group of values
@@ -184,6 +185,7 @@ class Search {
         start.grads.push_back(std::move(g));
         l.v.add({0, kNone, 0, kNone});
       }
+      if (k_ == 1) l.standalone_peak = peak_of(l);
       start.labels.push_back(l);
       at[static_cast<std::size_t>(n_)][key(n_, start.grads)] = std::move(start);
     }
@@ -282,35 +284,71 @@ class Search {
   // slowly: dominated, not added.
   void extend(Buckets& into, const Bucket& from, const std::vector<SegmentEffect>& effects,
               const std::vector<GradState>& grads, double time_s, const Segment& segment, int a) {
+    // The labels of a bucket share their sums, so they all land in one
+    // bucket: its gradients in flight at a, and the sums after the segment.
     std::vector<std::int64_t> k = key(a, grads);
-    const std::size_t boundary_size = k.size();
+    const Values& sums = from.labels.front().v;
+    for (int c = 0; c < k_; ++c) {
+      const SegmentEffect& e = effects[static_cast<std::size_t>(c)];
+      k.push_back(sums[static_cast<std::size_t>(4 * c)] + sums[static_cast<std::size_t>(4 * c + 2)] + e.forward_delta +
+                  e.backward_delta);
+    }
+    auto it = into.find(k);
+    if (it == into.end()) it = into.emplace(std::move(k), Bucket{grads, {}}).first;
+    std::vector<Label>& labels = it->second.labels;
+    fresh_.clear();
     std::int64_t previous_peak = kNone;
     for (const Label& l : from.labels) {
       Label x;
       x.v = l.v;
-      k.resize(boundary_size);
       for (int c = 0; c < k_; ++c) {
         const SegmentEffect& e = effects[static_cast<std::size_t>(c)];
         std::int64_t* v = &x.v[static_cast<std::size_t>(4 * c)];
         push_prefix(v[0], v[1], e.forward_delta, e.forward_peak);
         push_suffix(v[2], v[3], e.backward_delta, e.backward_peak);
-        k.push_back(v[0] + v[2]);
-      }
-      if (k_ == 1) {
-        const std::int64_t peak = peak_of(x);
-        if (peak == previous_peak) break;
-        previous_peak = peak;
       }
       x.time_s = l.time_s + time_s;
-      x.trail = static_cast<int>(trail_.size());
-      trail_.push_back({&segment, l.trail});
-      auto it = into.find(k);
-      if (it == into.end()) {
-        it = into.emplace(k, Bucket{}).first;
-        it->second.grads = grads;
+      x.trail = l.trail;  // the trail to the right, until the label is kept
+      if (k_ == 1) {
+        x.standalone_peak = peak_of(x);
+        if (x.standalone_peak == previous_peak) break;
+        previous_peak = x.standalone_peak;
       }
-      it->second.labels.push_back(std::move(x));
+      fresh_.push_back(x);
     }
+    if (k_ == 1) {
+      merge_staircase(labels, segment);
+      return;
+    }
+    for (Label& x : fresh_) {
+      trail_.push_back({&segment, x.trail});
+      x.trail = static_cast<int>(trail_.size()) - 1;
+      labels.push_back(x);
+    }
+  }
+
+  // One class: a bucket's labels are kept as a staircase, by increasing
+  // time and decreasing standalone peak (what filter_outer() keeps), and
+  // fresh_ (one too, made by adding `segment` on the left) is merged in;
+  // the labels kept of it get their trails.
+  void merge_staircase(std::vector<Label>& labels, const Segment& segment) {
+    merged_.clear();
+    std::int64_t least = std::numeric_limits<std::int64_t>::max();
+    for (std::size_t i = 0, j = 0; i < labels.size() || j < fresh_.size();) {
+      const bool take_fresh =
+          i == labels.size() ||
+          (j < fresh_.size() && (fresh_[j].time_s < labels[i].time_s ||
+                                 (fresh_[j].time_s == labels[i].time_s && fresh_[j].standalone_peak < labels[i].standalone_peak)));
+      Label& x = take_fresh ? fresh_[j++] : labels[i++];
+      if (x.standalone_peak >= least) continue;
+      least = x.standalone_peak;
+      if (take_fresh) {
+        trail_.push_back({&segment, x.trail});
+        x.trail = static_cast<int>(trail_.size()) - 1;
+      }
+      merged_.push_back(x);
+    }
+    labels.swap(merged_);
   }
 
   // Outer values per class: sum_f, q_f, sum_b, p_b; buckets fix sum_f + sum_b.
@@ -324,32 +362,10 @@ class Search {
   // one no larger in peak_of and no slower dominates: a 1-D front, exact
   // for every budget. With several classes the prefix's bytes enter each
   // class's terms with different coefficients: the 4-value front per class.
+  // With one class that front is kept as labels are added (extend(),
+  // merge_staircase()).
   void filter_outer(std::vector<Label>& labels) {
-    if (k_ != 1) {
-      pareto_filter(labels, kOuter);
-      return;
-    }
-    struct Rank {
-      double time_s;
-      std::int64_t peak;  // as a whole chain
-      std::size_t index;
-    };
-    std::vector<Rank> rank;
-    rank.reserve(labels.size());
-    for (std::size_t i = 0; i < labels.size(); ++i) rank.push_back({labels[i].time_s, peak_of(labels[i]), i});
-    std::sort(rank.begin(), rank.end(), [](const Rank& x, const Rank& y) {
-      if (x.time_s != y.time_s) return x.time_s < y.time_s;
-      if (x.peak != y.peak) return x.peak < y.peak;
-      return x.index < y.index;
-    });
-    std::vector<Label> kept;
-    std::int64_t least = std::numeric_limits<std::int64_t>::max();
-    for (const Rank& r : rank)
-      if (r.peak < least) {
-        least = r.peak;
-        kept.push_back(std::move(labels[r.index]));
-      }
-    labels = std::move(kept);
+    if (k_ != 1) pareto_filter(labels, kOuter);
   }
   // Region accumulators per class, in order: original forward (sum, peak),
   // recomputation forward (sum, peak), both in absolute form (push_front),
@@ -719,6 +735,7 @@ class Search {
   int n_, k_;
   std::vector<std::int64_t> edges_;
   std::vector<Trail> trail_;
+  std::vector<Label> fresh_, merged_;  // extend()'s scratch
   std::deque<Segment> plain_segments_;  // the plain-stage choices trails point to
   std::vector<Effect> loss_forward_, loss_backward_;  // per class: the loss stage, and its backward with no gradients in flight
   std::map<std::pair<std::pair<int, int>, std::vector<std::int64_t>>, std::vector<RegionGroup>> region_cache_;
