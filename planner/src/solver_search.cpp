@@ -121,6 +121,17 @@ void push_front(std::int64_t& sum, std::int64_t& peak, std::int64_t delta, std::
   sum += delta;
 }
 
+// A recomputation followed by its backward pass, folded, pushed from the
+// left (a stage whose recomputation runs first and whose backward runs
+// last): `sum` is both passes' bytes, `peak` the highest memory over both
+// relative to their start. Given the sum, the peak only grows with any
+// item's bytes or peaks.
+void push_recompute_backward(std::int64_t& sum, std::int64_t& peak, std::int64_t recompute_delta,
+                             std::int64_t recompute_peak, std::int64_t backward_delta, std::int64_t backward_peak) {
+  peak = std::max({recompute_peak, recompute_delta + peak, recompute_delta + sum + backward_peak});
+  sum += recompute_delta + backward_delta;
+}
+
 // Keeps the partial labels no other dominates in every value and time.
 template <class P>
 void dominance_filter(std::vector<P>& ps) {
@@ -367,10 +378,12 @@ class Search {
   void filter_outer(std::vector<Label>& labels) {
     if (k_ != 1) pareto_filter(labels, kOuter);
   }
-  // Region accumulators per class, in order: original forward (sum, peak),
-  // recomputation forward (sum, peak), both in absolute form (push_front),
-  // and backward (sum, p); buckets hold equal gradients in flight only.
-  static constexpr int kInner = 6;
+  // Region accumulators per class, in order: the original forward (sum,
+  // peak) in absolute form (push_front), and the recomputation followed by
+  // the backward, folded (push_recompute_backward: sum, peak). Buckets hold
+  // equal gradients in flight and equal sums, so partials compare on the
+  // two peaks (and time): the region's forward and backward peaks.
+  static constexpr int kInner = 4;
 
   // Every way to run [a, b] as one region (block counts per stage, inner
   // regions), added to the left of `from`'s labels. The region's options
@@ -424,7 +437,11 @@ class Search {
   const std::vector<InnerGroup>& inner_units(int a, int b, int c0, int d, const std::vector<GradState>& grads) {
     auto cache_key = std::make_pair(std::array<int, 4>{a, b, c0, d}, key(d + 1, grads));
     if (auto it = inner_cache_.find(cache_key); it != inner_cache_.end()) return it->second;
-    constexpr std::size_t kW = 9;  // values per class
+    // Values per class: the original forward (sum, peak) and the region's
+    // recomputation (sum, peak), in absolute form; the inner region's
+    // recomputation and backward folded (sum, peak); minus the held
+    // outputs. Buckets fix the sums, so labels compare on the peaks.
+    constexpr std::size_t kW = 7;
     struct Partial {
       std::vector<std::int64_t> v;
       double time_s = 0;
@@ -440,7 +457,7 @@ class Search {
     {
       IBucket start{grads, {}};
       Partial p;
-      for (std::size_t c = 0; c < k; ++c) p.v.insert(p.v.end(), {0, kNone, 0, kNone, 0, kNone, 0, kNone, 0});
+      for (std::size_t c = 0; c < k; ++c) p.v.insert(p.v.end(), {0, kNone, 0, kNone, 0, kNone, 0});
       start.partials.push_back(std::move(p));
       cur.emplace(std::vector<std::int64_t>{}, std::move(start));
     }
@@ -490,9 +507,10 @@ class Search {
               const auto& ec = e[c];
               push_front(v[0], v[1], ec[0].forward_delta, ec[0].forward_peak);
               push_front(v[2], v[3], ec[1].forward_delta, ec[1].forward_peak);
-              push_front(v[4], v[5], ec[2].forward_delta, ec[2].forward_peak);
-              push_suffix(v[6], v[7], ec[2].backward_delta, ec[2].backward_peak);
-              v[8] -= ec[2].released_at_end;  // negated: larger is worse, like the others
+              push_recompute_backward(v[4], v[5], ec[2].forward_delta, ec[2].forward_peak, ec[2].backward_delta,
+                                      ec[2].backward_peak);
+              v[6] -= ec[2].released_at_end;
+              nk.insert(nk.end(), {v[0], v[2], v[4], v[6]});
             }
             x.time_s += time_s;
             x.blocks.insert(x.blocks.begin(), blocks);
@@ -518,8 +536,7 @@ class Search {
         InnerUnit unit;
         for (std::size_t c = 0; c < k; ++c) {
           const std::int64_t* v = &p.v[kW * c];
-          unit.pieces.push_back({Piece{v[0], v[1]}, Piece{v[2], v[3]},
-                                 Piece{v[4] + v[6] + v[8] - kept[c], std::max(v[5], v[4] + v[7])}});
+          unit.pieces.push_back({Piece{v[0], v[1]}, Piece{v[2], v[3]}, Piece{v[4] + v[6] - kept[c], v[5]}});
         }
         unit.time_s = p.time_s;
         unit.blocks = std::move(p.blocks);
@@ -599,7 +616,7 @@ class Search {
       InnerBucket start;
       start.grads = grads;
       Partial p;
-      for (int c = 0; c < k_; ++c) p.v.add({0, kNone, 0, kNone, 0, kNone});
+      for (int c = 0; c < k_; ++c) p.v.add({0, kNone, 0, kNone});
       start.partials.push_back(std::move(p));
       at[static_cast<std::size_t>(b + 1)][key(b + 1, grads)] = std::move(start);
     }
@@ -609,17 +626,23 @@ class Search {
     // boundary `left`.
     auto add = [&](const InnerBucket& ib, const std::vector<std::array<Piece, 3>>& pieces,
                    const std::vector<GradState>& g, int left, double time_s, Link piece) {
-      auto it = at[static_cast<std::size_t>(left)].find(key(left, g));
+      // The partials of a bucket share their sums: one destination bucket.
+      std::vector<std::int64_t> k = key(left, g);
+      for (int c = 0; c < k_; ++c) {
+        const std::int64_t* v = &ib.partials.front().v[static_cast<std::size_t>(kInner * c)];
+        const auto& pc = pieces[static_cast<std::size_t>(c)];
+        k.insert(k.end(), {v[0] + pc[0].delta, v[2] + pc[1].delta + pc[2].delta});
+      }
+      auto it = at[static_cast<std::size_t>(left)].find(k);
       if (it == at[static_cast<std::size_t>(left)].end())
-        it = at[static_cast<std::size_t>(left)].emplace(key(left, g), InnerBucket{g, {}}).first;
+        it = at[static_cast<std::size_t>(left)].emplace(std::move(k), InnerBucket{g, {}}).first;
       for (const Partial& p : ib.partials) {
         Partial x = p;
         for (int c = 0; c < k_; ++c) {
           std::int64_t* v = &x.v[static_cast<std::size_t>(kInner * c)];
           const auto& pc = pieces[static_cast<std::size_t>(c)];
           push_front(v[0], v[1], pc[0].delta, pc[0].peak);
-          push_front(v[2], v[3], pc[1].delta, pc[1].peak);
-          push_suffix(v[4], v[5], pc[2].delta, pc[2].peak);
+          push_recompute_backward(v[2], v[3], pc[1].delta, pc[1].peak, pc[2].delta, pc[2].peak);
         }
         x.time_s += time_s;
         piece.next = p.link;
@@ -660,7 +683,7 @@ class Search {
         Label o;
         for (int c = 0; c < k_; ++c) {
           const std::int64_t* v = &p.v[static_cast<std::size_t>(kInner * c)];
-          e.push_back({v[0], v[1], v[2] + v[4] - kept[static_cast<std::size_t>(c)], std::max(v[3], v[2] + v[5])});
+          e.push_back({v[0], v[1], v[2] - kept[static_cast<std::size_t>(c)], v[3]});
           o.v.add({e.back().forward_peak, e.back().backward_peak});
         }
         o.time_s = p.time_s;
