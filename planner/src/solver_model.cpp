@@ -171,6 +171,15 @@ int ChainModel::norm_hi(int s, int b) const {
   return best;
 }
 
+std::pair<int, int> ChainModel::norm_bounds(int from, int to, int a, int b) const {
+  int lo = from, hi = to;
+  for (int s = from; s <= to; ++s) {
+    lo = std::min(lo, norm_lo(s, a));
+    hi = std::max(hi, norm_hi(s, b));
+  }
+  return {lo, hi};
+}
+
 std::vector<std::int64_t> ChainModel::boundary(int c, int p, const GradState& state) const {
   // hand_over() never removes entries: keep those of tensors made before
   // stage p (in this step or the one before), as (key, bytes) pairs.

@@ -96,6 +96,10 @@ class ChainModel {
   // executions above depend on a region's bounds only through these.
   int norm_lo(int s, int a) const;
   int norm_hi(int s, int b) const;
+  // The same for a run of stages [from, to] inside region [a, b]: every
+  // execution of those stages depends on (a, b) only through these, and so
+  // does kept_bytes(c, from, to, a, from).
+  std::pair<int, int> norm_bounds(int from, int to, int a, int b) const;
 
   // The loss pseudo-stage of class c.
   const Effect& loss(int c, const std::vector<std::int64_t>& in = {});

@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <limits>
 #include <map>
+#include <tuple>
 
 #include "actmem/simulator.h"
 
@@ -435,6 +436,8 @@ class Search {
   // grow with each value, so labels with the same gradients in flight are
   // compared on all values and time.
   const std::vector<InnerGroup>& inner_units(int a, int b, int c0, int d, const std::vector<GradState>& grads) {
+    // They depend on the region only through its bounds as seen from [c0, d].
+    std::tie(a, b) = m_.norm_bounds(c0, d, a, b);
     auto cache_key = std::make_pair(std::array<int, 4>{a, b, c0, d}, key(d + 1, grads));
     if (auto it = inner_cache_.find(cache_key); it != inner_cache_.end()) return it->second;
     // Values per class: the original forward (sum, peak) and the region's
