@@ -156,6 +156,26 @@ void dominance_filter(std::vector<P>& ps) {
   ps = std::move(kept);
 }
 
+// The same when the labels' values are equal but at positions i and j:
+// by time, then a staircase of the kept (v[i] increasing, v[j] decreasing)
+// answers "is one kept as good in both" in O(log n).
+template <class P>
+void dominance_filter_2d(std::vector<P>& ps, std::size_t i, std::size_t j) {
+  std::sort(ps.begin(), ps.end(), [&](const P& x, const P& y) {
+    return std::tie(x.time_s, x.v[i], x.v[j]) < std::tie(y.time_s, y.v[i], y.v[j]);
+  });
+  std::map<std::int64_t, std::int64_t> stair;
+  std::vector<P> kept;
+  for (P& p : ps) {
+    auto it = stair.upper_bound(p.v[i]);
+    if (it != stair.begin() && std::prev(it)->second <= p.v[j]) continue;
+    for (it = stair.lower_bound(p.v[i]); it != stair.end() && it->second >= p.v[j];) it = stair.erase(it);
+    stair[p.v[i]] = p.v[j];
+    kept.push_back(std::move(p));
+  }
+  ps = std::move(kept);
+}
+
 // Of options (one per block count of a stage) with their boundary key,
 // values (each only raising the final peak when it grows) and time: whether
 // each is needed, i.e. no other with the same boundary is at least as good
@@ -623,7 +643,13 @@ class Search {
       start.partials.push_back(std::move(p));
       at[static_cast<std::size_t>(b + 1)][key(b + 1, grads)] = std::move(start);
     }
-    auto filter = [](std::vector<Partial>& ps) { dominance_filter(ps); };
+    // One class: the sums are the bucket's, the two peaks are free.
+    auto filter = [&](std::vector<Partial>& ps) {
+      if (k_ == 1)
+        dominance_filter_2d(ps, 1, 3);
+      else
+        dominance_filter(ps);
+    };
     // Adds a piece (per class: original forward, recomputation forward,
     // backward) to the left of every partial of `ib`, into the bucket of
     // boundary `left`.
