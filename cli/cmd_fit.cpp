@@ -30,12 +30,13 @@ int run_fit(const Args& args) {
   CLI::App app{"Will one training step fit on the device? Finds the fastest plan that fits.", "fit"};
   RunSetup setup;
   setup.add_options(app);
+  setup.add_solver_options(app);
   bool json = false;
   app.add_flag("--json", json, "print the report of the chosen plan as JSON");
   parse(app, args);
 
   const auto [graph, device, budget] = setup.target();
-  const Solution solution = solve(graph, device, budget);
+  const Solution solution = solve(graph, device, budget, setup.solver_options());
   const Report baseline = simulate(graph, device, budget, empty_plan(graph.stages()));
   const std::vector<std::string> fitting = devices_that_fit(solution.min_peak_bytes, device);
 

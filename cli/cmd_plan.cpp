@@ -17,12 +17,13 @@ int run_plan(const Args& args) {
   CLI::App app{"Find the fastest plan that fits and write it as JSON (format actmem.plan, version 1).", "plan"};
   RunSetup setup;
   setup.add_options(app);
+  setup.add_solver_options(app);
   std::string output;
   app.add_option("-o,--output", output, "plan file to write (atomically), or - for stdout")->required();
   parse(app, args);
 
   const auto [graph, device, budget] = setup.target();
-  const Solution solution = solve(graph, device, budget);
+  const Solution solution = solve(graph, device, budget, setup.solver_options());
   if (!solution.feasible) {
     std::cerr << fmt::format("actmem: does not fit: the least memory any plan needs is {} (budget {}); no plan written\n",
                              format_bytes(solution.min_peak_bytes), format_bytes(budget));

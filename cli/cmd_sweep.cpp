@@ -40,6 +40,7 @@ int run_sweep(const Args& args) {
   CLI::App app{"Tabulate fits / peak / overhead over devices, batch sizes and rollouts, for choosing hardware.", "sweep"};
   RunSetup setup;
   setup.add_options(app, /*batch_and_rollout=*/false);
+  setup.add_solver_options(app);
   std::string devices = "all", batches = "1", rollouts = "1";
   bool json = false;
   app.add_option("--devices", devices, "comma-separated catalog ids, or all")->capture_default_str();
@@ -71,7 +72,7 @@ int run_sweep(const Args& args) {
       const CostGraph graph = CostGraph::build(model, s.run_options());
       for (const Device& d : targets) {
         const std::int64_t budget = s.budget_bytes(d);
-        const Solution sol = solve(graph, d, budget);
+        const Solution sol = solve(graph, d, budget, setup.solver_options());
         const Report& r = sol.report;
         rows.push_back({{"device", d.id},
                         {"batch", batch},

@@ -11,6 +11,7 @@
 #include "actmem/device.h"
 #include "actmem/model.h"
 #include "actmem/run_options.h"
+#include "actmem/solver.h"
 
 namespace actmem::cli {
 
@@ -32,9 +33,13 @@ struct RunSetup {
   std::string optimizer = "adam";
   std::int64_t batch = 1;
   std::int64_t rollout = 1;
+  bool nested_regions = false;  // the solver also searches nested regions
 
   // `batch_and_rollout`: false for commands that take lists of them instead.
   void add_options(CLI::App& app, bool batch_and_rollout = true);
+  // For the commands that run the solver.
+  void add_solver_options(CLI::App& app);
+  SolverOptions solver_options() const;
 
   // Loaded and validated; InputError on anything wrong.
   ModelDescription load_model() const;
