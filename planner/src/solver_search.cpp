@@ -29,9 +29,9 @@ struct Trail {
   int next = -1;                     // the trail to the right, -1: none
 };
 
-// A label's values: at most 3 classes × 6 accumulators, kept inline.
+// A label's values: at most 3 classes × 4 accumulators, kept inline.
 struct Values {
-  std::array<std::int64_t, 18> a{};
+  std::array<std::int64_t, 12> a{};
   std::size_t n = 0;
   void add(std::initializer_list<std::int64_t> values) {
     for (std::int64_t x : values) a[n++] = x;
@@ -114,9 +114,8 @@ void push_suffix(std::int64_t& sum, std::int64_t& p, std::int64_t delta, std::in
 }
 
 // Prefix accumulator in absolute form, pushed from the left: peak = max over
-// items of (bytes of items left of it + its peak). Unlike push_prefix, both
-// values only grow with any item's bytes or peak, so labels with equal
-// boundaries compare on them directly (no bucketing by sums needed).
+// items of (bytes of items left of it + its peak). Given the sum, the peak
+// only grows with any item's bytes or peak.
 void push_front(std::int64_t& sum, std::int64_t& peak, std::int64_t delta, std::int64_t item_peak) {
   peak = std::max(item_peak, delta + peak);
   sum += delta;
@@ -449,12 +448,9 @@ class Search {
 
   // Every way to run [c0, d] as an inner region of [a, b] (block counts per
   // stage) given the gradients in flight at d + 1: a dynamic program right
-  // to left over its stages whose labels carry, per class, prefix
-  // accumulators (absolute form) of the original forward, the region's
-  // recomputation and the inner recomputation, a suffix accumulator of the
-  // inner backward, and minus the held outputs. The piece's effects only
-  // grow with each value, so labels with the same gradients in flight are
-  // compared on all values and time.
+  // to left over its stages (values below). The piece's effects only grow
+  // with each peak, so labels with the same gradients in flight and sums
+  // are compared on the peaks and time.
   const std::vector<InnerGroup>& inner_units(int a, int b, int c0, int d, const std::vector<GradState>& grads) {
     // They depend on the region only through its bounds as seen from [c0, d].
     std::tie(a, b) = m_.norm_bounds(c0, d, a, b);
@@ -695,37 +691,21 @@ class Search {
         }
       }
     }
-    // Close the region at a: per bucket, the region's effects per class;
-    // only forward and backward peaks still differ between its options
-    // (the totals are the bucket's), so keep those not dominated in
-    // (peaks, time) before pairing them with the labels to the right.
+    // Close the region at a: per bucket (its partials filtered on the two
+    // peaks per class and time, the sums being the bucket's), the region's
+    // effects per class and its segment.
     std::vector<RegionGroup> groups;
     std::vector<std::int64_t> kept(static_cast<std::size_t>(k_));
     for (int c = 0; c < k_; ++c) kept[static_cast<std::size_t>(c)] = m_.kept_bytes(c, a, b, -1, a);
     for (auto& [ikey, ib] : at[static_cast<std::size_t>(a)]) {
       filter(ib.partials);
-      std::vector<Label> options;
-      std::vector<std::vector<SegmentEffect>> effects;
-      for (std::size_t i = 0; i < ib.partials.size(); ++i) {
-        const Partial& p = ib.partials[i];
-        std::vector<SegmentEffect> e;
-        Label o;
+      RegionGroup group{ib.grads, {}};
+      for (const Partial& p : ib.partials) {
+        RegionOption ro;
         for (int c = 0; c < k_; ++c) {
           const std::int64_t* v = &p.v[static_cast<std::size_t>(kInner * c)];
-          e.push_back({v[0], v[1], v[2] - kept[static_cast<std::size_t>(c)], v[3]});
-          o.v.add({e.back().forward_peak, e.back().backward_peak});
+          ro.effects.push_back({v[0], v[1], v[2] - kept[static_cast<std::size_t>(c)], v[3]});
         }
-        o.time_s = p.time_s;
-        o.trail = static_cast<int>(i);
-        options.push_back(std::move(o));
-        effects.push_back(std::move(e));
-      }
-      pareto_filter(options, Dims{2, 0});
-      RegionGroup group{ib.grads, {}};
-      for (const Label& o : options) {
-        const Partial& p = ib.partials[static_cast<std::size_t>(o.trail)];
-        RegionOption ro;
-        ro.effects = effects[static_cast<std::size_t>(o.trail)];
         ro.time_s = p.time_s;
         ro.segment = {{a, b, {}}, true, {}};
         for (int i = p.link; i >= 0; i = links[static_cast<std::size_t>(i)].next) {
