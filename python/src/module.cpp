@@ -42,13 +42,20 @@ RunArguments arguments(py::object model, py::object device, py::object memory, p
                       rollout, std::move(dtype), std::move(framework), std::move(optimizer)};
 }
 
+SolverOptions solver_options(bool nested_regions) {
+  SolverOptions options;
+  options.allow_nested_regions = nested_regions;
+  return options;
+}
+
 py::object fits_py(py::object model, py::object device, py::object memory, py::object budget, std::int64_t batch,
-                   std::int64_t rollout, std::string dtype, std::string framework, std::string optimizer) {
+                   std::int64_t rollout, std::string dtype, std::string framework, std::string optimizer,
+                   bool nested_regions) {
   const Target t = target_from(arguments(model, device, memory, budget, batch, rollout, dtype, framework, optimizer));
   nlohmann::json out;
   {
     const py::gil_scoped_release unlocked;
-    const FitAnswer a = fits(*t.graph, t.device, t.budget_bytes);
+    const FitAnswer a = fits(*t.graph, t.device, t.budget_bytes, solver_options(nested_regions));
     out = {{"fits", a.fits},
            {"peak_bytes", a.peak_bytes},
            {"min_peak_bytes", a.min_peak_bytes},
@@ -62,12 +69,13 @@ py::object fits_py(py::object model, py::object device, py::object memory, py::o
 }
 
 py::object plan_py(py::object model, py::object device, py::object memory, py::object budget, std::int64_t batch,
-                   std::int64_t rollout, std::string dtype, std::string framework, std::string optimizer) {
+                   std::int64_t rollout, std::string dtype, std::string framework, std::string optimizer,
+                   bool nested_regions) {
   const Target t = target_from(arguments(model, device, memory, budget, batch, rollout, dtype, framework, optimizer));
   nlohmann::json document;
   {
     const py::gil_scoped_release unlocked;
-    const Solution s = solve(*t.graph, t.device, t.budget_bytes);
+    const Solution s = solve(*t.graph, t.device, t.budget_bytes, solver_options(nested_regions));
     const nlohmann::json exports = trainer_exports(*t.graph, t.device, t.budget_bytes, s.plan, s.report);
     document = plan_document_json(*t.graph, t.device, t.budget_bytes, s.plan, s.report, exports);
   }
@@ -93,12 +101,13 @@ py::object simulate_py(py::object model, py::object device, py::object memory, p
 }
 
 py::object pareto_py(py::object model, py::object device, py::object memory, py::object budget, std::int64_t batch,
-                     std::int64_t rollout, std::string dtype, std::string framework, std::string optimizer) {
+                     std::int64_t rollout, std::string dtype, std::string framework, std::string optimizer,
+                     bool nested_regions) {
   const Target t = target_from(arguments(model, device, memory, budget, batch, rollout, dtype, framework, optimizer));
   nlohmann::json points = nlohmann::json::array();
   {
     const py::gil_scoped_release unlocked;
-    for (const ParetoPoint& p : pareto_frontier(*t.graph, t.device)) {
+    for (const ParetoPoint& p : pareto_frontier(*t.graph, t.device, solver_options(nested_regions))) {
       // Reports judged against the budget asked for.
       Report r = p.report;
       r.budget_bytes = t.budget_bytes;
@@ -129,7 +138,8 @@ PYBIND11_MODULE(actmem, m) {
       "actmem: will a GraphCast-style training step fit in device memory, and with which checkpoint plan.\n\n"
       "Every planning function takes model (preset, file or dict), device (catalog id, file or dict)\n"
       "and keywords memory, budget (int bytes or '24GiB'), batch, rollout, dtype ('bfloat16',\n"
-      "'float32'), framework ('jax', 'pytorch'), optimizer ('adam', 'sgd'). See docs/api.md.";
+      "'float32'), framework ('jax', 'pytorch'), optimizer ('adam', 'sgd'). fits, plan and pareto also take\n"
+      "nested_regions=True: search regions nested inside regions too (exact, slower). See docs/api.md.";
   m.attr("__version__") = ACTMEM_VERSION;
   register_errors(m);
 
@@ -162,10 +172,12 @@ PYBIND11_MODULE(actmem, m) {
                "Does one training step fit within the budget? {fits, peak_bytes, min_peak_bytes, budget_bytes,\n"
                "device, plan {stages, checkpoints, edge_blocks}, description, report}. The plan is the fastest\n"
                "that fits or, if none does, the one with the least memory; min_peak_bytes is the least any\n"
-               "plan needs on this device.");
+               "plan needs on this device.",
+               "nested_regions"_a = false);
   def_planning(m, "plan", &plan_py,
                "The plan document (format actmem.plan, version 1, docs/plan-format.md) of the fastest plan that\n"
-               "fits, as a dict; if none fits, of the least-memory plan (document['predicted']['fits'] is False).");
+               "fits, as a dict; if none fits, of the least-memory plan (document['predicted']['fits'] is False).",
+               "nested_regions"_a = false);
   def_planning(m, "simulate", &simulate_py,
                "The report of one training step under `plan`: a built-in name ('none', 'full', 'every:K',\n"
                "'deepmind', 'deepmind:B'), a plan file, or a plan document dict (full, or only checkpoints and\n"
@@ -173,5 +185,6 @@ PYBIND11_MODULE(actmem, m) {
                "plan"_a = "none", "timeline"_a = false);
   def_planning(m, "pareto", &pareto_py,
                "Plans not dominated in (peak_bytes, step_time_s), by increasing peak: a list of\n"
-               "{plan, description, report}; each report's fits is judged against the budget.");
+               "{plan, description, report}; each report's fits is judged against the budget.",
+               "nested_regions"_a = false);
 }
