@@ -1,7 +1,8 @@
 // Times solve() and simulate() on the full GraphCast (docs/solver.md).
-//   actmem_bench [runs] [flat] [rollout1]   (default 5 runs; the median is printed;
-//   "nested": with nested regions; "rollout1": skip rollout 12;
-//   "model=NAME": another preset; "blocks=1,2,4": the edge-block counts tried)
+//   actmem_bench [runs] [nested] [rollout1] [model=NAME] [blocks=1,2,4]
+//   (default 5 runs; the median is printed; "nested": with nested regions;
+//   "rollout1": skip rollout 12; "model=NAME": another preset;
+//   "blocks=1,2,4": the edge-block counts tried)
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -47,13 +48,14 @@ int main(int argc, char** argv) {
   std::string model_name = "graphcast";
   for (int i = 2; i < argc; ++i) {
     if (std::strncmp(argv[i], "model=", 6) == 0) model_name = argv[i] + 6;
-    if (std::strncmp(argv[i], "blocks=", 7) == 0)
-      for (const char* p = argv[i] + 7; *p;) {
-        char* end = nullptr;
-        options.block_choices.push_back(std::strtoll(p, &end, 10));
-        p = *end == ',' ? end + 1 : end;
-        if (end == p && *p) break;
+    if (std::strncmp(argv[i], "blocks=", 7) == 0) {
+      const std::string list = argv[i] + 7;
+      for (std::size_t at = 0; at < list.size();) {
+        const std::size_t comma = std::min(list.find(',', at), list.size());
+        options.block_choices.push_back(std::atoll(list.substr(at, comma - at).c_str()));
+        at = comma + 1;
       }
+    }
   }
   const ModelDescription model = load_model(model_name);
   const Device device = load_device("tpu-v4");
