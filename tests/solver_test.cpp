@@ -73,6 +73,22 @@ void structures(int s, int n, bool nested, std::vector<Region>& current, std::ve
   }
 }
 
+std::vector<std::vector<Region>> all_structures(int n, bool nested) {
+  std::vector<std::vector<Region>> all;
+  std::vector<Region> current;
+  structures(0, n, nested, current, all);
+  return all;
+}
+
+// The stages with an edge update (whose block count is a choice).
+std::vector<int> stages_with_edges(const CostGraph& g) {
+  const auto edges = edges_per_stage(g);
+  std::vector<int> out;
+  for (std::size_t s = 0; s < edges.size(); ++s)
+    if (edges[s] > 0) out.push_back(static_cast<int>(s));
+  return out;
+}
+
 Plan random_plan(std::mt19937& rng, int n, const std::vector<std::int64_t>& edges) {
   // Uneven splits with long runs of equal blocks too (3000 edges in 997
   // blocks: 9 of 4 edges, then 988 of 3), which the replay takes in bulk.
@@ -184,13 +200,8 @@ TEST_SUITE("solver") {
       CAPTURE(c.name);
       const CostGraph g = graph_for(testing::tiny_model(2), c);
       const int n = static_cast<int>(g.stages().size());
-      const auto edges = edges_per_stage(g);
-      std::vector<int> edge_stages;
-      for (int s = 0; s < n; ++s)
-        if (edges[static_cast<std::size_t>(s)] > 0) edge_stages.push_back(s);
-      std::vector<std::vector<Region>> all;
-      std::vector<Region> current;
-      structures(0, n, false, current, all);
+      const std::vector<int> edge_stages = stages_with_edges(g);
+      const std::vector<std::vector<Region>> all = all_structures(n, /*nested=*/false);
       std::vector<std::pair<std::int64_t, double>> plans;  // (peak, time) of every plan
       std::size_t combos = 1;
       for (std::size_t i = 0; i < edge_stages.size(); ++i) combos *= 3;
@@ -230,13 +241,8 @@ TEST_SUITE("solver") {
       CAPTURE(c.name);
       const CostGraph g = graph_for(testing::tiny_model(1), c);
       const int n = static_cast<int>(g.stages().size());
-      const auto edges = edges_per_stage(g);
-      std::vector<int> edge_stages;
-      for (int s = 0; s < n; ++s)
-        if (edges[static_cast<std::size_t>(s)] > 0) edge_stages.push_back(s);
-      std::vector<std::vector<Region>> all;
-      std::vector<Region> current;
-      structures(0, n, true, current, all);
+      const std::vector<int> edge_stages = stages_with_edges(g);
+      const std::vector<std::vector<Region>> all = all_structures(n, /*nested=*/true);
       std::vector<std::pair<std::int64_t, double>> plans;  // (peak, time) of every plan
       std::int64_t least_flat = -1;
       for (const auto& regions : all) {
