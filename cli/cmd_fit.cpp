@@ -68,6 +68,9 @@ int run_fit(const Args& args) {
     std::cout << (fitting.empty() ? std::string{"no catalog device fits; reduce batch or rollout"}
                                   : fmt::format("catalog devices that fit: {}", fmt::join(fitting, ", ")))
               << '\n';
+    if (!setup.nested_regions)
+      std::cout << "hint: --nested-regions also searches regions inside regions (slower); it can need less "
+                   "memory, most at rollout > 1\n";
   }
   std::cout << fmt::format("peak at: {} pass, {}{}, op {}\n", to_string(r.peak_at.pass), r.peak_at.stage,
                            r.peak_at.block >= 0 ? fmt::format(" block {}", r.peak_at.block) : "", r.peak_at.op);

@@ -50,6 +50,8 @@ flat=$(least "$work/flat.txt")
 nested=$(least "$work/nested.txt")
 [ -n "$flat" ] && [ -n "$nested" ] || fail "fit in 1 GiB: $(cat "$work/flat.txt" "$work/nested.txt")"
 /usr/bin/python3 -c "import sys; sys.exit(0 if $nested < $flat else 1)" || fail "nested needs $nested GiB, flat $flat GiB"
+grep -q '^hint: --nested-regions' "$work/flat.txt" || fail "no hint to try --nested-regions: $(cat "$work/flat.txt")"
+! grep -q '^hint:' "$work/nested.txt" || fail "hint given with --nested-regions on"
 
 # -o - writes the plan to stdout; a plan that does not fit writes nothing.
 "$actmem" plan --model graphcast-small --device a100-80gb -o - | /usr/bin/python3 -c 'import json,sys; assert json.load(sys.stdin)["format"] == "actmem.plan"' \
