@@ -205,15 +205,21 @@ const Effect& ChainModel::region_forward(int c, int s, std::int64_t blocks, int 
   return cached({c, s, blocks, kRegionForward, a, 0, 0, 0}, {}, c, s, blocks, ctx);
 }
 
-const Effect& ChainModel::recompute_plain(int c, int s, std::int64_t blocks, int a, int b, const std::vector<std::int64_t>& in) {
-  a = norm_lo(s, a);
-  b = norm_hi(s, b);
+const Effect& ChainModel::saving_recompute(int c, int s, std::int64_t blocks, int kind, int lo, int hi,
+                                           bool hold_outputs, const std::vector<std::int64_t>& in) {
+  lo = norm_lo(s, lo);
+  hi = norm_hi(s, hi);
   StageContext ctx;
   ctx.original_forward = false;
-  ctx.context_lo = a;
-  ctx.context_hi = b;
+  ctx.context_lo = lo;
+  ctx.context_hi = hi;
   ctx.in_region = true;
-  return cached({c, s, blocks, kRecomputePlain, a, b, 0, 0}, in, c, s, blocks, ctx);
+  ctx.hold_outputs = hold_outputs;
+  return cached({c, s, blocks, kind, lo, hi, 0, 0}, in, c, s, blocks, ctx);
+}
+
+const Effect& ChainModel::recompute_plain(int c, int s, std::int64_t blocks, int a, int b, const std::vector<std::int64_t>& in) {
+  return saving_recompute(c, s, blocks, kRecomputePlain, a, b, false, in);
 }
 
 const Effect& ChainModel::recompute_in_inner(int c, int s, std::int64_t blocks, int a, int b, int inner_from) {
@@ -230,15 +236,7 @@ const Effect& ChainModel::recompute_in_inner(int c, int s, std::int64_t blocks, 
 }
 
 const Effect& ChainModel::inner_recompute(int c, int s, std::int64_t blocks, int c0, int d, const std::vector<std::int64_t>& in) {
-  c0 = norm_lo(s, c0);
-  d = norm_hi(s, d);
-  StageContext ctx;
-  ctx.original_forward = false;
-  ctx.context_lo = c0;
-  ctx.context_hi = d;
-  ctx.in_region = true;
-  ctx.hold_outputs = rg_.profile.nested_recompute_keeps_outputs;
-  return cached({c, s, blocks, kInnerRecompute, c0, d, 0, 0}, in, c, s, blocks, ctx);
+  return saving_recompute(c, s, blocks, kInnerRecompute, c0, d, rg_.profile.nested_recompute_keeps_outputs, in);
 }
 
 const Effect& ChainModel::loss(int c, const std::vector<std::int64_t>& in) {

@@ -120,6 +120,10 @@ class ChainModel {
 
  private:
   const std::vector<Item>& items(int step, int stage, std::int64_t blocks);
+  // A recomputation of stage s that saves (then its backward) in the
+  // context of stages [lo, hi] (normalised here); `kind` keys the cache.
+  const Effect& saving_recompute(int c, int s, std::int64_t blocks, int kind, int lo, int hi, bool hold_outputs,
+                                 const std::vector<std::int64_t>& in);
   Effect run(int c, int s, std::int64_t blocks, StageContext ctx, const std::vector<std::int64_t>& in);
   // The replay of a stage in a context (incoming gradients sorted), once.
   const StageRun& replay(int c, int stage, std::int64_t blocks, const StageContext& ctx);
