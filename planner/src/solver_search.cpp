@@ -224,44 +224,40 @@ class Search {
       for (auto& [bkey, bucket] : at[static_cast<std::size_t>(p)]) {
         filter_outer(bucket.labels);
         const int b = p - 1;
-        // A plain stage: its block counts, those not dominated first.
+        // A plain stage: its block counts, those dominated in every effect
+        // (same bytes and gradients handed on, no lower peaks, no less
+        // time) dropped first.
         {
           struct Option {
             std::int64_t blocks;
             std::vector<SegmentEffect> effects;
             std::vector<GradState> grads;
-            std::vector<std::int64_t> key;
           };
           std::vector<Option> options;
+          std::vector<std::vector<std::int64_t>> keys, peaks;
+          std::vector<double> times;
           for (std::int64_t blocks : choices(b)) {
-            Option o{blocks, {}, bucket.grads, {}};
+            Option o{blocks, {}, bucket.grads};
+            std::vector<std::int64_t> k, v;
             for (int c = 0; c < k_; ++c) {
               const Effect& e = m_.plain(c, b, blocks, m_.signature(c, b, o.grads[static_cast<std::size_t>(c)]));
               ChainModel::hand_over(e, o.grads[static_cast<std::size_t>(c)]);
               o.effects.push_back({e.forward_delta, e.forward_peak, e.backward_delta, e.backward_peak});
-              o.key.insert(o.key.end(), {e.forward_delta, e.backward_delta});
+              k.insert(k.end(), {e.forward_delta, e.backward_delta});
+              v.insert(v.end(), {e.forward_peak, e.backward_peak});
             }
             const auto boundary = key(b, o.grads);
-            o.key.insert(o.key.end(), boundary.begin(), boundary.end());
+            k.insert(k.end(), boundary.begin(), boundary.end());
+            keys.push_back(std::move(k));
+            peaks.push_back(std::move(v));
+            times.push_back(blocks > 1 ? m_.edge_forward_s(b) : 0.0);
             options.push_back(std::move(o));
           }
-          auto worse = [&](const Option& x, const Option& y) {  // y at least as good as x
-            if (x.key != y.key || (y.blocks > 1 && x.blocks == 1)) return false;
-            for (int c = 0; c < k_; ++c) {
-              const auto& ex = x.effects[static_cast<std::size_t>(c)];
-              const auto& ey = y.effects[static_cast<std::size_t>(c)];
-              if (ey.forward_peak > ex.forward_peak || ey.backward_peak > ex.backward_peak) return false;
-            }
-            return true;
-          };
+          const std::vector<char> keep = needed(keys, peaks, times);
           for (std::size_t i = 0; i < options.size(); ++i) {
-            bool dominated = false;
-            for (std::size_t j = 0; j < options.size() && !dominated; ++j)
-              dominated = j != i && worse(options[i], options[j]) && (!worse(options[j], options[i]) || j < i);
-            if (dominated) continue;
+            if (!keep[i]) continue;
             const Segment& plain = plain_segments_.emplace_back(Segment{{b, b, {}}, false, {options[i].blocks}});
-            extend(at[static_cast<std::size_t>(b)], bucket, options[i].effects, options[i].grads,
-                   options[i].blocks > 1 ? m_.edge_forward_s(b) : 0.0, plain, b);
+            extend(at[static_cast<std::size_t>(b)], bucket, options[i].effects, options[i].grads, times[i], plain, b);
           }
         }
         // A region [a, b].
