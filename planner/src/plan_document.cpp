@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "actmem/error.h"
+#include "actmem/limits.h"
 #include "actmem/simulator.h"
 #include "json_fields.h"
 
@@ -26,21 +27,19 @@ PlanDocument plan_document_from_json(const nlohmann::json& document, const std::
   PlanDocument d;
   d.source = source;
   if (in.has("model")) {
-    const nlohmann::json& model = in.value("model");
-    const std::string claimed = model.is_object() ? model.value("fingerprint", "") : "";
+    // model_from_json also checks the fingerprint the document claims.
     try {
-      d.model = model_from_json(model, source);
+      d.model = model_from_json(in.value("model"), source);
     } catch (const InputError& e) {
       throw InputError(source, "/model" + e.field(), e.message());
     }
-    if (!claimed.empty() && claimed != fingerprint(*d.model))
-      throw InputError(source, "/model/fingerprint",
-                       fmt::format("expected {} for the model described here, got {} (was the document edited?)",
-                                   fingerprint(*d.model), claimed));
   }
   if (in.has("run")) d.run = run_options_from_json(in.value("run"), source, "/run");
   if (in.has("device")) d.device = device_from_json(in.value("device"), source, "/device");
-  if (in.has("budget_bytes")) d.budget_bytes = in.positive_int("budget_bytes", std::int64_t{1} << 62);
+  if (in.has("budget_bytes")) d.budget_bytes = in.positive_int("budget_bytes", kMaxDeviceBytes);
+  if (d.budget_bytes && d.device && *d.budget_bytes > d.device->memory_bytes)
+    in.fail("budget_bytes", fmt::format("expected at most the device's memory_bytes ({}), got {}",
+                                        d.device->memory_bytes, *d.budget_bytes));
   d.plan = nlohmann::json::object();
   for (const char* key : {"stages", "checkpoints", "edge_blocks"})
     if (in.has(key)) d.plan[key] = in.value(key);
