@@ -1,7 +1,11 @@
 #include "actmem/simulator.h"
 
 #include <algorithm>
-#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "actmem/error.h"
+#include "actmem/limits.h"
 
 #include "memory_machine.h"
 #include "schedule.h"
@@ -119,7 +123,15 @@ class Simulation : detail::MemoryMachine {
       peak_breakdown_ = live_breakdown();
       peak_at_ = at_;
     }
-    if (options_.record_timeline) timeline_.push_back({at_, live_breakdown()});
+    if (options_.record_timeline) record(live_breakdown());
+  }
+  void record(const MemoryBreakdown& live) {
+    if (timeline_.size() >= static_cast<std::size_t>(kMaxTimelineRows))
+      throw InputError("--timeline", "",
+                       fmt::format("the timeline would have more than {} rows (one per op run); simulate fewer edge "
+                                   "blocks or a shorter rollout",
+                                   kMaxTimelineRows));
+    timeline_.push_back({at_, live});
   }
   // A transient inside the op last sampled (a gradient sum): counts for the
   // peak, not as a timeline row.
@@ -153,8 +165,7 @@ class Simulation : detail::MemoryMachine {
 
 Report simulate(const CostGraph& graph, const Device& device, std::int64_t budget_bytes, const Plan& plan,
                 const SimulationOptions& options) {
-  if (plan.edge_blocks.size() != graph.stages().size())
-    throw std::invalid_argument("simulate: plan was not made for this model's stages");
+  validate(plan, graph.stages(), edges_per_stage(graph));
   return Simulation(graph, device, plan, options).run(budget_bytes);
 }
 

@@ -138,7 +138,8 @@ ERRORS = [
      "plan: /checkpoints/0/from: unknown stage 'processor.99' (did you mean 'processor.0'?); "
      "stages are encoder, mesh_edge_embed, processor.0..processor.5, decoder"),
     ({"plan": {"checkpoints": [], "edge_blocks": {"encoder": 10**6}}},
-     "plan: /edge_blocks/encoder: expected a positive integer of at most 3000, got 1000000"),
+     "plan: /edge_blocks/encoder: expected a positive integer of at most 1024 (actmem's limit on edge blocks), "
+     "got 1000000"),
     ({"plan": {"checkpoints": {1, 2}}},
      "plan: /checkpoints: expected None, bool, int, float, str, list or dict, got a value of type set"),
 ]
