@@ -1,12 +1,6 @@
 #include "actmem/plan_document.h"
 
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-
 #include <fmt/format.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "actmem/error.h"
 #include "actmem/limits.h"
@@ -78,26 +72,6 @@ nlohmann::json plan_document_json(const CostGraph& graph, const Device& device, 
                         {"edge_blocks", edge_blocks_to_json(plan, graph.stages())},
                         {"predicted", to_json(predicted)},
                         {"exports", exports}};
-}
-
-void write_file_atomically(const std::string& path, const std::string& text) {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  const fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  std::string name = ".";  // (built in steps: GCC 12 warns falsely on "." + string)
-  name += target.filename().string();
-  name += ".XXXXXX";
-  std::string temporary = (folder / name).string();
-  const int fd = ::mkstemp(temporary.data());
-  if (fd < 0) throw InputError(path, "", "cannot create a file in " + folder.string());
-  ::fchmod(fd, 0644);  // mkstemp makes 0600; a plan is meant to be shared
-  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  ok = (::fsync(fd) == 0) && ok;
-  ok = (::close(fd) == 0) && ok;
-  if (!ok || std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    throw InputError(path, "", "cannot write the file");
-  }
 }
 
 }  // namespace actmem
