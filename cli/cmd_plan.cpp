@@ -31,7 +31,7 @@ int run_plan(const Args& args) {
   }
   const nlohmann::json exports = trainer_exports(graph, device, budget, solution.plan, solution.report);
   const std::string text =
-      plan_document_json(graph, device, budget, solution.plan, solution.report, exports).dump(2) + "\n";
+      dump(plan_document_json(graph, device, budget, solution.plan, solution.report, exports)) + "\n";
   if (output == "-") {
     std::cout << text;
   } else {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actmem/error.h"
+#include "actmem/limits.h"
 #include "actmem/plan_document.h"
 #include "actmem/simulator.h"
 #include "actmem/units.h"
@@ -23,7 +24,8 @@ int run_simulate(const Args& args) {
   std::string timeline_path;
   bool json = false;
   app.add_option("--plan", plan_name, "plan file, or none, full, every:K, deepmind, deepmind:B")->capture_default_str();
-  app.add_option("--timeline", timeline_path, "write the memory timeline (one row per op) as CSV");
+  app.add_option("--timeline", timeline_path,
+                 fmt::format("write the memory timeline (one row per op run, at most {}) as CSV", kMaxTimelineRows));
   app.add_flag("--json", json, "print the report as JSON");
   parse(app, args);
 
@@ -36,7 +38,7 @@ int run_simulate(const Args& args) {
   const auto given = [&](const char* option) { return app.count(option) > 0; };
 
   const ModelDescription model = document && document->model && !given("--model") ? *document->model : setup.load_model();
-  RunOptions run = setup.run_options();
+  RunOptions run = setup.run;
   if (document && document->run) {
     const RunOptions& r = *document->run;
     if (!given("--dtype")) run.dtype = r.dtype;

@@ -1,5 +1,8 @@
 #include "run_setup.h"
 
+#include <fmt/format.h>
+
+#include "actmem/limits.h"
 #include "actmem/units.h"
 
 namespace actmem::cli {
@@ -7,14 +10,34 @@ namespace actmem::cli {
 void RunSetup::add_options(CLI::App& app, bool batch_and_rollout) {
   app.add_option("--model", model, "preset name or model JSON file")->capture_default_str();
   app.add_option("--device", device, "catalog id (see 'actmem devices') or device JSON file")->capture_default_str();
-  app.add_option("--memory", memory, "a device known only by its memory, e.g. 24GiB (replaces --device)");
-  app.add_option("--budget", budget, "memory budget, e.g. 30GiB (default: the device's memory)");
-  app.add_option("--framework", framework, "pytorch or jax")->capture_default_str();
-  app.add_option("--dtype", dtype, "activation dtype: float32 or bfloat16")->capture_default_str();
-  app.add_option("--optimizer", optimizer, "adam or sgd")->capture_default_str();
+  app.add_option_function<std::string>(
+      "--memory", [this](const std::string& v) { memory_bytes = parse_bytes(v, "--memory"); },
+      "a device known only by its memory, e.g. 24GiB (replaces --device)");
+  app.add_option_function<std::string>(
+      "--budget", [this](const std::string& v) { budget = parse_bytes(v, "--budget"); },
+      "memory budget, e.g. 30GiB: at most the device's memory (default: all of it)");
+  app.add_option_function<std::string>(
+         "--framework", [this](const std::string& v) { run.framework = parse_framework(v, "--framework"); },
+         "pytorch or jax")
+      ->default_str(to_string(run.framework));
+  app.add_option_function<std::string>(
+         "--dtype", [this](const std::string& v) { run.dtype = parse_dtype(v, "--dtype"); },
+         "activation dtype: float32 or bfloat16")
+      ->default_str(to_string(run.dtype));
+  app.add_option_function<std::string>(
+         "--optimizer", [this](const std::string& v) { run.optimizer = parse_optimizer(v, "--optimizer"); },
+         "adam or sgd")
+      ->default_str(to_string(run.optimizer));
   if (!batch_and_rollout) return;
-  app.add_option("--batch", batch, "samples per device")->capture_default_str();
-  app.add_option("--rollout", rollout, "autoregressive steps trained through")->capture_default_str();
+  app.add_option_function<std::string>(
+         "--batch", [this](const std::string& v) { run.batch = parse_integer(v, "--batch", 1, kMaxBatch); },
+         fmt::format("samples per device, 1..{}", kMaxBatch))
+      ->default_str("1");
+  app.add_option_function<std::string>(
+         "--rollout", [this](const std::string& v) { run.rollout = parse_integer(v, "--rollout", 1, kMaxRollout); },
+         fmt::format("autoregressive steps trained through, 1..{} (and at most {} ops in the step)", kMaxRollout,
+                     kMaxStepOps))
+      ->default_str("1");
 }
 
 void RunSetup::add_solver_options(CLI::App& app) {
@@ -31,30 +54,19 @@ SolverOptions RunSetup::solver_options() const {
 
 ModelDescription RunSetup::load_model() const { return actmem::load_model(model); }
 
-RunOptions RunSetup::run_options() const {
-  RunOptions run;
-  run.dtype = parse_dtype(dtype, "--dtype");
-  run.framework = parse_framework(framework, "--framework");
-  run.optimizer = parse_optimizer(optimizer, "--optimizer");
-  run.batch = batch;
-  run.rollout = rollout;
-  validate(run);
-  return run;
-}
-
 Device RunSetup::load_device() const {
-  if (!memory.empty()) return device_with_memory(parse_bytes(memory, "--memory"));
+  if (memory_bytes) return device_with_memory(*memory_bytes);
   return actmem::load_device(device);
 }
 
 std::int64_t RunSetup::budget_bytes(const Device& d) const {
-  return budget.empty() ? d.memory_bytes : parse_bytes(budget, "--budget");
+  return budget ? budget_within(d, *budget, "--budget") : d.memory_bytes;
 }
 
 Target RunSetup::target() const {
   Device d = load_device();
   const std::int64_t bytes = budget_bytes(d);
-  return Target{CostGraph::build(load_model(), run_options()), std::move(d), bytes};
+  return Target{CostGraph::build(load_model(), run), std::move(d), bytes};
 }
 
 }  // namespace actmem::cli

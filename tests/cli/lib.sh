@@ -1,5 +1,5 @@
 # Shared by the end-to-end CLI tests (sourced, not run): `check_error`,
-# `fail`, and a temporary folder $work removed on exit.
+# `check_error_prefix`, `fail`, and a temporary folder $work removed on exit.
 set -u
 actmem=$1
 source_dir=$2
@@ -23,6 +23,21 @@ check_error() {
   err=$(cat "$work/stderr")
   [ "$status" -eq 2 ] || fail "actmem $*: exit $status, expected 2"
   [ "$err" = "actmem: error: $expected" ] || fail "actmem $*: stderr was '$err', expected 'actmem: error: $expected'"
+  [ -z "$out" ] || fail "actmem $*: unexpected stdout '$out'"
+}
+
+# check_error_prefix EXPECTED_START ARGS...: as check_error, but the message
+# need only start with "actmem: error: EXPECTED_START"; it must be one line.
+check_error_prefix() {
+  local expected=$1
+  shift
+  local out err status
+  out=$("$actmem" "$@" 2>"$work/stderr")
+  status=$?
+  err=$(cat "$work/stderr")
+  [ "$status" -eq 2 ] || fail "actmem $*: exit $status, expected 2 ($err)"
+  [[ "$err" == "actmem: error: $expected"* ]] || fail "actmem $*: stderr was '$err', expected 'actmem: error: $expected…'"
+  [ "$(wc -l <"$work/stderr")" -eq 1 ] || fail "actmem $*: stderr is not one line: '$err'"
   [ -z "$out" ] || fail "actmem $*: unexpected stdout '$out'"
 }
 
