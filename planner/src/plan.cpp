@@ -8,8 +8,8 @@
 
 #include "actmem/error.h"
 #include "actmem/limits.h"
-#include "actmem/units.h"
 #include "actmem/suggest.h"
+#include "actmem/units.h"
 #include "json_fields.h"
 
 namespace actmem {
@@ -44,7 +44,7 @@ int stage_index(const nlohmann::json& value, const std::vector<std::string>& sta
 std::vector<Region> parse_regions(const nlohmann::json& list, const std::vector<std::string>& stages,
                                   const std::string& source, const std::string& pointer, int lo, int hi, int depth) {
   if (!list.is_array()) throw InputError(source, pointer, "expected a list of regions, got " + detail::describe(list));
-  if (depth > kMaxRegionDepth)
+  if (depth > kMaxRegionDepth && !list.empty())
     throw InputError(source, pointer, fmt::format("regions nested more than {} levels deep", kMaxRegionDepth));
   std::vector<Region> regions;
   for (std::size_t i = 0; i < list.size(); ++i) {
@@ -84,8 +84,7 @@ std::vector<Region> parse_regions(const nlohmann::json& list, const std::vector<
 
 // Regions made in code: sorted, within [lo, hi], not overlapping, nested at
 // most kMaxRegionDepth levels (what parse_regions() ensures of a document).
-void validate_regions(const std::vector<Region>& regions, const std::vector<std::string>& stages,
-                      const std::string& pointer, int lo, int hi, int depth) {
+void validate_regions(const std::vector<Region>& regions, const std::string& pointer, int lo, int hi, int depth) {
   if (!regions.empty() && depth > kMaxRegionDepth)
     throw InputError("plan", pointer, fmt::format("regions nested more than {} levels deep", kMaxRegionDepth));
   int next = lo;
@@ -94,9 +93,9 @@ void validate_regions(const std::vector<Region>& regions, const std::vector<std:
     const std::string at = fmt::format("{}/{}", pointer, i);
     if (r.from < next || r.from > r.to || r.to > hi)
       throw InputError("plan", at,
-                       fmt::format("expected a region within stages {}..{} after the previous one, got stages {}..{} "
-                                   "of {}", next, hi, r.from, r.to, stages.size()));
-    validate_regions(r.inner, stages, at + "/inner", r.from, r.to, depth + 1);
+                       fmt::format("expected a region within stages {}..{} (after the previous one), got {}..{}", next,
+                                   hi, r.from, r.to));
+    validate_regions(r.inner, at + "/inner", r.from, r.to, depth + 1);
     next = r.to + 1;
   }
 }
@@ -197,7 +196,7 @@ void validate(const Plan& plan, const std::vector<std::string>& stages, const st
       throw InputError(source, "/edge_blocks/" + stages[s],
                        fmt::format("expected a block count from 1 to {}, got {}", limit, plan.edge_blocks[s]));
   }
-  validate_regions(plan.checkpoints, stages, "/checkpoints", 0, static_cast<int>(stages.size()) - 1, 1);
+  validate_regions(plan.checkpoints, "/checkpoints", 0, static_cast<int>(stages.size()) - 1, 1);
 }
 
 nlohmann::json checkpoints_to_json(const std::vector<Region>& regions, const std::vector<std::string>& stages) {
