@@ -215,7 +215,7 @@ TEST_SUITE("limits") {
     SimulationOptions options;
     options.record_timeline = true;
     CHECK_THROWS_WITH_AS(simulate(g, device, device.memory_bytes, plan, options),
-                         doctest::Contains("--timeline: the timeline would have more than 262144 rows"), InputError);
+                         doctest::Contains("--timeline: the timeline would have more than 131072 rows"), InputError);
     CHECK(simulate(g, device, device.memory_bytes, plan).peak_bytes > 0);  // without a timeline: answered
   }
 }

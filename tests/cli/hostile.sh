@@ -94,7 +94,7 @@ check_error "$work/blocks.json: /edge_blocks/decoder: expected a positive intege
 echo '{"checkpoints": [], "edge_blocks": {"encoder": 1024, "decoder": 1024}}' >"$work/blocks.json"
 out=$("$actmem" simulate --model "$work/tiny.json" --plan "$work/blocks.json" --rollout 12 --timeline "$work/t.csv" 2>&1)
 [ $? -eq 2 ] || fail "a timeline beyond the limit: $out"
-[[ "$out" == "actmem: error: --timeline: the timeline would have more than 262144 rows"* ]] || fail "timeline: $out"
+[[ "$out" == "actmem: error: --timeline: the timeline would have more than 131072 rows"* ]] || fail "timeline: $out"
 "$actmem" simulate --model "$work/tiny.json" --plan "$work/blocks.json" --rollout 1024 >/dev/null ||
   fail "the largest block counts at rollout 1024 exited $?"
 sed 's/"processor_steps": 4/"processor_steps": 256/' "$work/tiny.json" >"$work/steps.json"

@@ -46,7 +46,7 @@ inline constexpr std::int64_t kMaxEdgeBlocks = 1024;
 inline constexpr int kMaxRegionDepth = 16;
 
 // ---- reports (report.h) ----
-inline constexpr std::int64_t kMaxTimelineRows = std::int64_t{1} << 18;
+inline constexpr std::int64_t kMaxTimelineRows = std::int64_t{1} << 17;
 
 // ---- the command line ----
 // Rows of one `actmem sweep` (devices × batch sizes × rollouts); each row
