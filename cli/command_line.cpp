@@ -64,7 +64,8 @@ int run_caught(const Args& args, std::ostream& err) {
 
 int run_command_line(const Args& args, std::ostream& err) {
   const int code = run_caught(args, err);
-  if (const std::string problem = standard_output_problem(); !problem.empty() && code != 3)
+  // An answer (0 or 1) that did not reach stdout is no answer.
+  if (const std::string problem = standard_output_problem(); !problem.empty() && code <= 1)
     return report(err, "cannot write to standard output: " + problem, 2);
   return code;
 }

@@ -43,7 +43,8 @@ void RunSetup::add_options(CLI::App& app, bool batch_and_rollout) {
 void RunSetup::add_solver_options(CLI::App& app) {
   app.add_flag("--nested-regions", nested_regions,
                "also search checkpoint regions nested one level inside others (exact; slower: "
-               "about 0.4 s on GraphCast at rollout 1, 2 s at rollout 12)");
+               "about 0.4 s on GraphCast at rollout 1, 2 s at rollout 12; up to 20 s at actmem's limits, "
+               "docs/reliability.md)");
 }
 
 SolverOptions RunSetup::solver_options() const {
