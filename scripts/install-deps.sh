@@ -6,6 +6,7 @@ packages=(
   libboost-graph-dev nlohmann-json3-dev libfmt-dev doctest-dev libcli11-dev
   pybind11-dev python3-dev python3-pytest python3-jsonschema
   python3-torch  # the reference framework the cost model is validated against
+  clang libclang-rt-dev  # libFuzzer and the sanitizer runtimes for fuzz/ (scripts/fuzz.sh)
 )
 missing=()
 for p in "${packages[@]}"; do
