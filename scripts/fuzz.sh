@@ -7,7 +7,9 @@
 # Corpora grow in $ACTMEM_FUZZ_DIR/corpus/<harness> (default build-fuzz),
 # seeded from fuzz/seeds, the model presets and the device catalog; logs go
 # to $ACTMEM_FUZZ_DIR/logs, and any input that fails to
-# $ACTMEM_FUZZ_DIR/findings. Exits non-zero on any finding.
+# $ACTMEM_FUZZ_DIR/findings. Exits non-zero on any finding. An input that
+# runs longer than $ACTMEM_FUZZ_TIMEOUT seconds (default 10; wall clock, so
+# raise it on a machine that others load) is a finding too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-smoke}"
@@ -42,8 +44,8 @@ run() {
   local dict=fuzz/dicts/json.dict
   [[ "$h" == cli_arguments ]] && dict=fuzz/dicts/cli.dict
   mkdir -p "$build/logs" "$build/findings"
-  "$build/fuzz/fuzz_$h" "$build/corpus/$h" -dict="$dict" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
-    -print_final_stats=1 -artifact_prefix="$build/findings/$h-" "$@" >"$build/logs/$h.log" 2>&1
+  "$build/fuzz/fuzz_$h" "$build/corpus/$h" -dict="$dict" -timeout="${ACTMEM_FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 \
+    -max_len=65536 -print_final_stats=1 -artifact_prefix="$build/findings/$h-" "$@" >"$build/logs/$h.log" 2>&1
 }
 
 # Two harnesses at a time (two cores); fails if any failed.
