@@ -30,10 +30,14 @@ std::int64_t bytes_from(py::handle value, const std::string& keyword) {
 }
 
 // An int keyword (batch, rollout), range-checked by validate(RunOptions).
+// Anything with __index__ (numpy's integers) counts as an int; bool does not.
 std::int64_t integer_from(py::handle value, const std::string& keyword) {
-  if (!py::isinstance<py::int_>(value) || py::isinstance<py::bool_>(value))
+  PyObject* index = py::isinstance<py::bool_>(value) ? nullptr : PyNumber_Index(value.ptr());
+  if (index == nullptr) {
+    PyErr_Clear();
     throw InputError(keyword, "", "expected an int, got a value of type " + type_name(value));
-  return to_json(value, keyword).get<std::int64_t>();
+  }
+  return to_json(py::reinterpret_steal<py::object>(index), keyword).get<std::int64_t>();
 }
 
 }  // namespace

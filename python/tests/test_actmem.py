@@ -203,6 +203,13 @@ def test_hostile_keywords_raise_input_error(keywords, expected):
     assert (raised.value.source, raised.value.field, raised.value.message) == expected
 
 
+def test_integers_with_index_are_ints():
+    class Two:
+        def __index__(self):
+            return 2
+    assert actmem.fits(**dict(RUN, batch=Two()))["report"] == actmem.fits(**dict(RUN, batch=2))["report"]
+
+
 def test_values_that_contain_themselves_are_refused_not_followed():
     # Was a stack overflow that took the interpreter down.
     model = dict(TINY)
