@@ -15,12 +15,13 @@ void expect(bool condition, const char* what) {
   std::abort();
 }
 
-void expect_clear(const InputError& error) {
-  const std::string text = error.what();
-  expect(!text.empty(), "an error message");
-  expect(one_line(text) == text, "the message is one printable line");
-  expect(text.size() <= kMaxMessageBytes + 3, "the message is bounded");
+void expect_printable(std::string_view message) {
+  expect(!message.empty(), "an error message");
+  expect(message.size() <= kMaxMessageBytes, "the message is bounded");
+  expect(one_line(message) == message, "the message is one printable line");
 }
+
+void expect_clear(const InputError& error) { expect_printable(error.what()); }
 
 const CostGraph& tiny_graph() {
   static const CostGraph graph = [] {

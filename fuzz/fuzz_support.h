@@ -22,7 +22,11 @@ inline std::string_view text_of(const std::uint8_t* data, std::size_t size) {
 // Aborts (a finding) unless `condition` holds.
 void expect(bool condition, const char* what);
 
-// Checks an InputError's what(): one printable line, bounded.
+// Checks a message: not empty, one printable line of at most
+// kMaxMessageBytes (one_line() leaves it as it is).
+void expect_printable(std::string_view message);
+
+// Checks an InputError's what() so.
 void expect_clear(const InputError& error);
 
 // A small model (tests/test_models.h's) whose steps simulate in about a

@@ -131,9 +131,15 @@ TEST_SUITE("json input") {
     CHECK(one_line("0.25° × 8 — ok") == "0.25° × 8 — ok");
     CHECK(one_line("\xff\xc3") == "\\xff\\xc3");
     CHECK(one_line("\xc2\x85") == "\\xc2\\x85");  // C1 control (NEL)
-    CHECK(one_line(std::string(100000, 'x')).size() == kMaxMessageBytes + 3);
+    CHECK(one_line(std::string(100000, 'x')).size() == kMaxMessageBytes);
+    CHECK(one_line(std::string(kMaxMessageBytes, 'x')) == std::string(kMaxMessageBytes, 'x'));
     const InputError e("file\nname", "/a", std::string(10000, 'y'));
     CHECK(std::string(e.what()).find('\n') == std::string::npos);
-    CHECK(std::string(e.what()).size() <= kMaxMessageBytes + 3);
+    CHECK(std::string(e.what()).size() <= kMaxMessageBytes);
+    // Cut at a whole escape, and stable: found by fuzz_plan (0xff bytes echoed in a plan name).
+    const std::string cut = one_line(std::string(1000, '\xff'));
+    CHECK(cut.size() <= kMaxMessageBytes);
+    CHECK(cut.ends_with("\\xff..."));
+    CHECK(one_line(cut) == cut);
   }
 }

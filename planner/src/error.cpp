@@ -48,17 +48,20 @@ std::size_t printable_sequence(std::string_view text, std::size_t i) {
 
 std::string one_line(std::string_view text) {
   std::string out;
-  out.reserve(std::min(text.size(), kMaxMessageBytes) + 8);
+  out.reserve(std::min(text.size(), kMaxMessageBytes) + 4);
+  std::size_t fits_with_ellipsis = 0;  // out's length at the last piece that leaves room for "..."
   for (std::size_t i = 0; i < text.size();) {
-    if (out.size() >= kMaxMessageBytes) return out + "...";
     const std::size_t length = printable_sequence(text, i);
-    if (length == 0) {
+    if (length == 0)
       out += fmt::format("\\x{:02x}", static_cast<unsigned char>(text[i]));
-      ++i;
-      continue;
+    else
+      out.append(text.substr(i, length));
+    i += std::max<std::size_t>(length, 1);
+    if (out.size() > kMaxMessageBytes) {
+      out.resize(fits_with_ellipsis);
+      return out + "...";
     }
-    out.append(text.substr(i, length));
-    i += length;
+    if (out.size() <= kMaxMessageBytes - 3) fits_with_ellipsis = out.size();
   }
   return out;
 }

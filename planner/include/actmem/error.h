@@ -32,8 +32,9 @@ class InputError : public std::runtime_error {
 };
 
 // `text` made safe to print as one line: control bytes (newlines included),
-// DEL and bytes that are not valid UTF-8 are written as \xNN, and text
-// beyond kMaxMessageBytes is cut with "...".
+// DEL and bytes that are not valid UTF-8 are written as \xNN, and what would
+// be longer than kMaxMessageBytes is cut to end in "..." within that length.
+// one_line(one_line(t)) == one_line(t).
 std::string one_line(std::string_view text);
 inline constexpr std::size_t kMaxMessageBytes = 2048;
 
