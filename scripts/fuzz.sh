@@ -48,19 +48,26 @@ run() {
     -max_len=65536 -print_final_stats=1 -artifact_prefix="$build/findings/$h-" "$@" >"$build/logs/$h.log" 2>&1
 }
 
-# Two harnesses at a time (two cores); fails if any failed.
+# Two harnesses at a time (two cores): the next starts when one ends. Fails
+# if any failed or reported a finding.
 run_all() {
-  local status=0 i pids=()
-  for ((i = 0; i < ${#harnesses[@]}; i += 2)); do
-    pids=()
-    run "${harnesses[i]}" "$@" & pids+=($!)
-    if ((i + 1 < ${#harnesses[@]})); then run "${harnesses[i + 1]}" "$@" & pids+=($!); fi
-    for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+  local status=0 h running=0
+  for h in "${harnesses[@]}"; do
+    if ((running == 2)); then
+      wait -n || status=1
+      running=$((running - 1))
+    fi
+    run "$h" "$@" &
+    running=$((running + 1))
+  done
+  while ((running > 0)); do
+    wait -n || status=1
+    running=$((running - 1))
   done
   for h in "${harnesses[@]}"; do
     echo "fuzz_$h: $(grep -E '^stat::number_of_executed_units' "$build/logs/$h.log" | awk '{print $2}') executions," \
       "$(grep -E '^stat::peak_rss_mb' "$build/logs/$h.log" | awk '{print $2}') MB peak," \
-      "corpus $(ls "$build/corpus/$h" | wc -l)"
+      "corpus $(ls "$build/corpus/$h" | wc -l), $(grep -E '^#[0-9]+' "$build/logs/$h.log" | tail -1 | grep -oE 'cov: [0-9]+')"
     if grep -qE '^==[0-9]+==ERROR|^SUMMARY|deadly signal|fuzz: expectation failed' "$build/logs/$h.log"; then
       echo "fuzz_$h: FINDING (see $build/logs/$h.log and $build/findings/)" >&2
       status=1
