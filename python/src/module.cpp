@@ -24,15 +24,19 @@ nlohmann::json plan_json(const Plan& plan, const CostGraph& graph) {
           {"edge_blocks", edge_blocks_to_json(plan, graph.stages())}};
 }
 
-nlohmann::json timeline_json(const Report& report) {
-  nlohmann::json points = nlohmann::json::array();
+// The timeline as Python values, row by row: never one JSON value of every
+// row, whose destruction allocates and, memory exhausted, aborted the
+// interpreter (std::bad_alloc in a destructor); here an allocation failure
+// is a MemoryError. The GIL must be held.
+py::list timeline_rows(const Report& report) {
+  py::list rows;
   for (const TimelinePoint& p : report.timeline) {
     nlohmann::json point = to_json(p.at);
     point["live"] = to_json(p.live);
     point["total_bytes"] = p.live.total();
-    points.push_back(std::move(point));
+    rows.append(from_json(point));
   }
-  return points;
+  return rows;
 }
 
 RunArguments arguments(py::object model, py::object device, py::object memory, py::object budget, py::object batch,
@@ -90,15 +94,17 @@ py::object simulate_py(py::object model, py::object device, py::object memory, p
   const Plan p = plan_from(plan, *t.graph);
   SimulationOptions options;
   options.record_timeline = flag_from(timeline, "timeline");
+  Report r;
   nlohmann::json out;
   {
     const py::gil_scoped_release unlocked;
-    const Report r = simulate(*t.graph, t.device, t.budget_bytes, p, options);
+    r = simulate(*t.graph, t.device, t.budget_bytes, p, options);
     out = to_json(r);
     out["plan"] = plan_json(p, *t.graph);
-    if (options.record_timeline) out["timeline"] = timeline_json(r);
   }
-  return from_json(out);
+  py::object result = from_json(out);
+  if (options.record_timeline) result["timeline"] = timeline_rows(r);
+  return result;
 }
 
 py::object pareto_py(py::object model, py::object device, py::object memory, py::object budget, py::object batch,

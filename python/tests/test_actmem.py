@@ -4,7 +4,11 @@ Run by CTest (python.api) with PYTHONPATH at the built module:
     PYTHONPATH=build/python/package /usr/bin/python3 -m pytest python/tests -q
 """
 import json
+import os
 import pathlib
+import subprocess
+import sys
+import textwrap
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -252,6 +256,27 @@ def test_a_timeline_beyond_the_limit_is_an_input_error():
         actmem.simulate(**RUN, rollout=12, plan=plan, timeline=True)
     assert raised.value.source == "timeline"
     assert actmem.simulate(**RUN, rollout=12, plan=plan)["peak_bytes"] > 0
+
+
+@pytest.mark.skipif("asan" in os.environ.get("LD_PRELOAD", ""), reason="AddressSanitizer needs unlimited address space")
+def test_running_out_of_memory_is_a_memory_error_not_an_abort():
+    # The old module aborted the interpreter (std::bad_alloc in a destructor).
+    script = textwrap.dedent("""
+        import json, resource, sys
+        import actmem
+        tiny = json.loads(sys.argv[1])
+        actmem.simulate(tiny, "a100-80gb", rollout=2, plan="deepmind:1024")  # load everything first
+        with open("/proc/self/statm") as f:
+            mapped = int(f.read().split()[0]) * resource.getpagesize()
+        resource.setrlimit(resource.RLIMIT_AS, (mapped + 150 * 2**20, resource.RLIM_INFINITY))
+        try:
+            actmem.simulate(tiny, "a100-80gb", rollout=2, plan="deepmind:1024", timeline=True)
+        except MemoryError:
+            print("MemoryError")
+        """)
+    done = subprocess.run([sys.executable, "-c", script, json.dumps(TINY)], capture_output=True, text=True,
+                          env=dict(os.environ), timeout=300)
+    assert (done.returncode, done.stdout.strip()) == (0, "MemoryError"), done.stderr[-2000:]
 
 
 def test_hostile_files_are_input_errors(tmp_path):
