@@ -150,7 +150,8 @@ TEST_SUITE("solver") {
     std::mt19937 rng(7);
     for (const RunCase& c : kRuns)
       for (std::int64_t processor_steps : {3, 6}) {
-        CAPTURE(c.name);
+        const std::string run_name = c.name;
+        CAPTURE(run_name);
         CAPTURE(processor_steps);
         const CostGraph g = graph_for(testing::tiny_model(processor_steps), c);
         detail::ChainModel model(g, device);

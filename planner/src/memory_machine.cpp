@@ -196,11 +196,9 @@ void MemoryMachine::forward_op(OpId id, bool saving, std::int64_t block_rows, in
       if (rule.saved_outputs & (1u << i)) save(op.outputs[i], saved);
     saved_.push_back(std::move(saved));
   }
-  for (TensorId t : op.inputs) {
-    if (!made_here(t) || current(t) < 0) continue;
-    if (!block_internal_[static_cast<std::size_t>(t)]) --uses_[static_cast<std::size_t>(t)];
-    release(current(t));
-  }
+  // A fused op reads its inputs when its consumer runs (release_input()).
+  if (rule.output_materialized)
+    for (TensorId t : op.inputs) release_input(t);
   // The caller holds each loss until the backward pass starts from it.
   if (op.kind == OpKind::mse_loss && current(op.outputs.front()) >= 0) {
     retain(current(op.outputs.front()));
@@ -211,7 +209,25 @@ void MemoryMachine::forward_op(OpId id, bool saving, std::int64_t block_rows, in
     if (current(t) >= 0) release(current(t));
 }
 
+// One use of an op's input is over. A fused input was never materialised:
+// its producer's inputs are read now, inside the consumer's kernel.
+void MemoryMachine::release_input(TensorId t) {
+  if (made_fused(t)) {
+    for (TensorId u : g_.op(g_.producer(t)).inputs) release_input(u);
+    return;
+  }
+  if (!made_here(t) || current(t) < 0) return;
+  if (!block_internal_[static_cast<std::size_t>(t)]) --uses_[static_cast<std::size_t>(t)];
+  release(current(t));
+}
+
+// Keeps t for the backward pass; a fused t is recomputed there from its
+// producer's inputs, so those are kept instead.
 void MemoryMachine::save(TensorId t, std::vector<int>& saved) {
+  if (made_fused(t)) {
+    for (TensorId u : g_.op(g_.producer(t)).inputs) save(u, saved);
+    return;
+  }
   const int b = current(t);
   if (b < 0 || tensor(t).role != TensorRole::activation) return;
   retain(b);
@@ -364,38 +380,7 @@ void MemoryMachine::backward_op(OpId id, std::int64_t block_rows, int block) {
     on_backward(op, block_scale(op, block_rows));
     std::int64_t transient = 0;
     contributions_.clear();
-    for (std::size_t i = 0; i < op.inputs.size(); ++i) {
-      const TensorId t = op.inputs[i];
-      const Tensor& x = tensor(t);
-      if (!x.requires_grad) continue;
-      if (x.role == TensorRole::parameter) {
-        if (!param_grad_done_[static_cast<std::size_t>(t)]) {
-          param_grad_done_[static_cast<std::size_t>(t)] = 1;
-          allocate(x.bytes(), kGradients, 1);  // resident until the optimizer step
-        } else {
-          // Computed, then summed: in place (XLA), or out of place with
-          // old, new and sum alive together (PyTorch).
-          transient += x.bytes() * (profile_.accumulate_out_of_place ? 2 : 1);
-        }
-        continue;
-      }
-      // A slice of the output's gradient is a view of it (PyTorch), or,
-      // where slices are copies (XLA), a buffer of its own unless the
-      // input was fused into this op and never materialised.
-      const bool alias =
-          rule.grads_alias_output && (!rule.grads_are_slices || profile_.slices_are_views || made_fused(t));
-      // A block's slice of a whole tensor (the edge latent it reads).
-      const bool sliced = block_rows > 0 && rule.grads_are_slices && !block_internal_[static_cast<std::size_t>(t)];
-      int c;
-      if (alias) {
-        c = grad(op.outputs.front());
-        if (c < 0) continue;
-        retain(c);
-      } else {
-        c = allocate(sliced ? block_rows * x.cols * x.element_bytes : bytes_of(t, block_rows), kGradients, 1);
-      }
-      contributions_.push_back({t, c, sliced});
-    }
+    for (TensorId t : op.inputs) transient += input_gradient(op, rule, t, block_rows);
     if (rule.backward_scratch_copies > 0)
       transient += rule.backward_scratch_copies * bytes_of(op.inputs.front(), block_rows);
     live_[kWorkspace] += transient;
@@ -408,6 +393,48 @@ void MemoryMachine::backward_op(OpId id, std::int64_t block_rows, int block) {
     grad(t) = -1;
   }
   for (int b : saved) release(b);
+}
+
+// The gradient of one input of `op` (rule: op's): a parameter gradient, or
+// a contribution to an activation's gradient (contributions_). Returns the
+// bytes alive only inside the op (a parameter gradient being summed).
+std::int64_t MemoryMachine::input_gradient(const Op& op, const OpMemoryRule& rule, TensorId t,
+                                           std::int64_t block_rows) {
+  const Tensor& x = tensor(t);
+  if (!x.requires_grad) return 0;
+  if (x.role == TensorRole::parameter) {
+    if (!param_grad_done_[static_cast<std::size_t>(t)]) {
+      param_grad_done_[static_cast<std::size_t>(t)] = 1;
+      allocate(x.bytes(), kGradients, 1);  // resident until the optimizer step
+      return 0;
+    }
+    // Computed, then summed: in place (XLA), or out of place with old, new
+    // and sum alive together (PyTorch).
+    return x.bytes() * (profile_.accumulate_out_of_place ? 2 : 1);
+  }
+  // A fused input was never materialised: the kernel differentiates through
+  // its producer and hands gradients to the producer's inputs directly.
+  if (made_fused(t)) {
+    const Op& producer = g_.op(g_.producer(t));
+    std::int64_t transient = 0;
+    for (TensorId u : producer.inputs) transient += input_gradient(producer, profile_.rule(producer.kind), u, block_rows);
+    return transient;
+  }
+  // A slice of the output's gradient is a view of it (PyTorch), or, where
+  // slices are copies (XLA), a buffer of its own.
+  const bool alias = rule.grads_alias_output && (!rule.grads_are_slices || profile_.slices_are_views);
+  // A block's slice of a whole tensor (the edge latent it reads).
+  const bool sliced = block_rows > 0 && rule.grads_are_slices && !block_internal_[static_cast<std::size_t>(t)];
+  int c;
+  if (alias) {
+    c = grad(op.outputs.front());
+    if (c < 0) return 0;
+    retain(c);
+  } else {
+    c = allocate(sliced ? block_rows * x.cols * x.element_bytes : bytes_of(t, block_rows), kGradients, 1);
+  }
+  contributions_.push_back({t, c, sliced});
+  return 0;
 }
 
 // True when t's producer is fused into its consumer (no buffer of its own).

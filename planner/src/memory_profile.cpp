@@ -32,9 +32,13 @@ MemoryProfile memory_profile(Framework framework, DType dtype) {
     p.accumulate_out_of_place = true;
     p.nested_recompute_keeps_outputs = true;
   } else {
-    // XLA fuses the gathers into the concat that consumes them and scatters
-    // into the accumulator in place: neither gets a buffer of its own.
-    rule(p, OpKind::gather).output_materialized = false;
+    // XLA:TPU fuses elementwise producers and concatenations into the
+    // matmul that consumes them (docs/cost-model.md, rule J1): SiLU and the
+    // concat of an MLP's input are never materialised; their backward is
+    // recomputed inside the kernels from the producer's inputs. Gathers are
+    // materialised. The scatter accumulates in place (no zeros buffer).
+    rule(p, OpKind::silu).output_materialized = false;
+    rule(p, OpKind::concat).output_materialized = false;
     rule(p, OpKind::zeros).output_materialized = false;
     p.accumulate_out_of_place = false;
     p.slices_are_views = false;
