@@ -22,9 +22,12 @@ int run_simulate(const Args& args) {
   std::string plan_name = "none";
   std::string timeline_path;
   bool json = false;
+  int peak_buffers = 0;
   app.add_option("--plan", plan_name, "plan file, or none, full, every:K, deepmind, deepmind:B")->capture_default_str();
   app.add_option("--timeline", timeline_path, "write the memory timeline (one row per op) as CSV");
   app.add_flag("--json", json, "print the report as JSON");
+  app.add_option("--peak-buffers", peak_buffers, "list the N largest buffers live at the peak (JSON: live_at_peak)")
+      ->check(CLI::Range(1, 1000000));
   parse(app, args);
 
   // A plan file carries its model, run, device and budget; options given on
@@ -56,17 +59,21 @@ int run_simulate(const Args& args) {
                              : builtin_plan(plan_name, graph.stages(), edges_per_stage(graph));
   SimulationOptions options;
   options.record_timeline = !timeline_path.empty();
-  const Report report = simulate(graph, device, budget, plan, options);
+  options.record_peak_buffers = peak_buffers > 0;
+  Report report = simulate(graph, device, budget, plan, options);
   if (!timeline_path.empty()) write_file_atomically(timeline_path, timeline_csv(report));
+  if (report.live_at_peak.size() > static_cast<std::size_t>(peak_buffers)) report.live_at_peak.resize(static_cast<std::size_t>(peak_buffers));
 
   if (json) {
     nlohmann::json out = to_json(report);
     out["plan"] = {{"checkpoints", checkpoints_to_json(plan.checkpoints, graph.stages())},
                    {"edge_blocks", edge_blocks_to_json(plan, graph.stages())}};
+    if (peak_buffers > 0) out["live_at_peak"] = to_json(report.live_at_peak);
     print_json(out);
   } else {
     std::cout << describe_run(graph, device) << "plan: " << describe(plan, graph.stages()) << "\n\n"
               << describe_report(report);
+    if (peak_buffers > 0) std::cout << describe_peak_buffers(report.live_at_peak);
   }
   return report.fits ? 0 : 1;
 }

@@ -63,6 +63,15 @@ void MemoryMachine::release(int id) {
   free_slots_.push_back(id);
 }
 
+std::vector<PeakBuffer> MemoryMachine::live_buffers() const {
+  static const char* const kNames[] = {"activations", "gradients", "workspace"};
+  std::vector<PeakBuffer> out;
+  for (const Buffer& b : buffers_)
+    if (b.refs > 0) out.push_back({b.tensor >= 0 ? tensor(b.tensor).name : std::string{}, kNames[b.category], b.bytes});
+  std::stable_sort(out.begin(), out.end(), [](const PeakBuffer& a, const PeakBuffer& b) { return a.bytes > b.bytes; });
+  return out;
+}
+
 // References let go by blocks run in bulk, which are never the last.
 void MemoryMachine::drop_references(int id, std::int64_t count) {
   Buffer& b = buffer(id);
@@ -405,7 +414,7 @@ std::int64_t MemoryMachine::input_gradient(const Op& op, const OpMemoryRule& rul
   if (x.role == TensorRole::parameter) {
     if (!param_grad_done_[static_cast<std::size_t>(t)]) {
       param_grad_done_[static_cast<std::size_t>(t)] = 1;
-      allocate(x.bytes(), kGradients, 1);  // resident until the optimizer step
+      allocate(x.bytes(), kGradients, 1, t);  // resident until the optimizer step
       return 0;
     }
     // Computed, then summed: in place (XLA), or out of place with old, new
@@ -431,7 +440,7 @@ std::int64_t MemoryMachine::input_gradient(const Op& op, const OpMemoryRule& rul
     if (c < 0) return 0;
     retain(c);
   } else {
-    c = allocate(sliced ? block_rows * x.cols * x.element_bytes : bytes_of(t, block_rows), kGradients, 1);
+    c = allocate(sliced ? block_rows * x.cols * x.element_bytes : bytes_of(t, block_rows), kGradients, 1, t);
   }
   contributions_.push_back({t, c, sliced});
   return 0;
@@ -453,7 +462,7 @@ void MemoryMachine::accumulate(TensorId t, int c, bool sliced) {
     return;
   }
   if (sliced) {
-    const int full = allocate(tensor(t).bytes(), kGradients, 1);
+    const int full = allocate(tensor(t).bytes(), kGradients, 1, t);
     sample_transient();
     release(c);
     c = full;
@@ -467,7 +476,7 @@ void MemoryMachine::accumulate(TensorId t, int c, bool sliced) {
     release(c);
     return;
   }
-  const int sum = allocate(tensor(t).bytes(), kGradients, 1);
+  const int sum = allocate(tensor(t).bytes(), kGradients, 1, t);
   sample_transient();
   release(b);
   release(c);

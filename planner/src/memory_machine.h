@@ -50,7 +50,7 @@ class MemoryMachine {
     std::int64_t bytes = 0;
     int refs = 0;
     Category category = kActivations;
-    TensorId tensor = -1;  // what it holds, for diagnostics (-1: a gradient or scratch)
+    TensorId tensor = -1;  // what it holds or is the gradient of, for diagnostics (-1: scratch)
   };
 
   // ---- hooks ----
@@ -76,6 +76,8 @@ class MemoryMachine {
   void release(int id);
   void retain(int id) { ++buffer(id).refs; }
   std::int64_t live() const { return live_[kActivations] + live_[kGradients] + live_[kWorkspace]; }
+  // Every live buffer, largest first (diagnostics).
+  std::vector<PeakBuffer> live_buffers() const;
 
   int& current(TensorId t) { return current_[static_cast<std::size_t>(t)]; }
   int& grad(TensorId t) { return grad_[static_cast<std::size_t>(t)]; }
