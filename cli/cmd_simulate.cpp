@@ -66,8 +66,7 @@ int run_simulate(const Args& args) {
 
   if (json) {
     nlohmann::json out = to_json(report);
-    out["plan"] = {{"checkpoints", checkpoints_to_json(plan.checkpoints, graph.stages())},
-                   {"edge_blocks", edge_blocks_to_json(plan, graph.stages())}};
+    out["plan"] = plan_to_json(plan, graph.stages());
     if (peak_buffers > 0) out["live_at_peak"] = to_json(report.live_at_peak);
     print_json(out);
   } else {

@@ -179,8 +179,7 @@ std::vector<Candidate> deepmind_candidates(const CostGraph& g, const std::vector
 }
 
 nlohmann::json regions_with_blocks(const CostGraph& g, const Plan& plan) {
-  return nlohmann::json{{"checkpoints", checkpoints_to_json(plan.checkpoints, g.stages())},
-                        {"edge_blocks", edge_blocks_to_json(plan, g.stages())}};
+  return plan_to_json(plan, g.stages());
 }
 
 }  // namespace

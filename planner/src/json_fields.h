@@ -39,6 +39,7 @@ class FieldReader {
   std::int64_t non_negative_int(std::string_view key, std::int64_t max) const;
   double positive_number(std::string_view key) const;
   std::optional<double> optional_positive_number(std::string_view key) const;
+  bool boolean(std::string_view key) const;
   std::string string(std::string_view key) const;
   std::optional<std::string> optional_string(std::string_view key) const;
   const nlohmann::json& value(std::string_view key) const;

@@ -208,8 +208,9 @@ void MemoryMachine::forward_op(OpId id, bool saving, std::int64_t block_rows, in
   // A fused op reads its inputs when its consumer runs (release_input()).
   if (rule.output_materialized)
     for (TensorId t : op.inputs) release_input(t);
-  // The caller holds each loss until the backward pass starts from it.
-  if (op.kind == OpKind::mse_loss && current(op.outputs.front()) >= 0) {
+  // The caller holds each loss until the backward pass starts from it (a
+  // recomputed loss is not handed to the caller).
+  if (op.kind == OpKind::mse_loss && pass != Pass::recompute && current(op.outputs.front()) >= 0) {
     retain(current(op.outputs.front()));
     losses_.push_back(current(op.outputs.front()));
   }

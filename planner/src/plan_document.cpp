@@ -17,7 +17,7 @@ namespace actmem {
 PlanDocument plan_document_from_json(const nlohmann::json& document, const std::string& source) {
   const detail::FieldReader in(document, source);
   in.reject_unknown_fields({"format", "version", "model", "run", "device", "budget_bytes", "stages", "checkpoints",
-                            "edge_blocks", "predicted", "exports"});
+                            "edge_blocks", "step_checkpoint", "predicted", "exports"});
   if (in.has("format") && in.string("format") != "actmem.plan")
     in.fail("format", fmt::format("expected \"actmem.plan\", got \"{}\"", in.string("format")));
   if (in.has("version") && in.positive_int("version", 1000) != 1)
@@ -42,7 +42,7 @@ PlanDocument plan_document_from_json(const nlohmann::json& document, const std::
   if (in.has("device")) d.device = device_from_json(in.value("device"), source, "/device");
   if (in.has("budget_bytes")) d.budget_bytes = in.positive_int("budget_bytes", std::int64_t{1} << 62);
   d.plan = nlohmann::json::object();
-  for (const char* key : {"stages", "checkpoints", "edge_blocks"})
+  for (const char* key : {"stages", "checkpoints", "edge_blocks", "step_checkpoint"})
     if (in.has(key)) d.plan[key] = in.value(key);
   if (!d.plan.contains("checkpoints")) in.fail("checkpoints", "missing required field");
   return d;
@@ -68,17 +68,17 @@ nlohmann::json plan_document_json(const CostGraph& graph, const Device& device, 
                                   const Plan& plan, const Report& predicted, const nlohmann::json& exports) {
   nlohmann::json model = to_json(graph.model());
   model["fingerprint"] = fingerprint(graph.model());
-  return nlohmann::json{{"format", "actmem.plan"},
-                        {"version", 1},
-                        {"model", model},
-                        {"run", to_json(graph.run())},
-                        {"device", to_json(device)},
-                        {"budget_bytes", budget_bytes},
-                        {"stages", graph.stages()},
-                        {"checkpoints", checkpoints_to_json(plan.checkpoints, graph.stages())},
-                        {"edge_blocks", edge_blocks_to_json(plan, graph.stages())},
-                        {"predicted", to_json(predicted)},
-                        {"exports", exports}};
+  nlohmann::json document{{"format", "actmem.plan"},
+                          {"version", 1},
+                          {"model", model},
+                          {"run", to_json(graph.run())},
+                          {"device", to_json(device)},
+                          {"budget_bytes", budget_bytes},
+                          {"stages", graph.stages()},
+                          {"predicted", to_json(predicted)},
+                          {"exports", exports}};
+  document.update(plan_to_json(plan, graph.stages()));
+  return document;
 }
 
 void write_file_atomically(const std::string& path, const std::string& text) {
