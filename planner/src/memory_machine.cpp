@@ -422,13 +422,26 @@ std::int64_t MemoryMachine::input_gradient(const Op& op, const OpMemoryRule& rul
     // and sum alive together (PyTorch).
     return x.bytes() * (profile_.accumulate_out_of_place ? 2 : 1);
   }
-  // A fused input was never materialised: the kernel differentiates through
-  // its producer and hands gradients to the producer's inputs directly.
+  // A fused input was never materialised. A fused concat's gradient is one
+  // buffer of its size, and its parts' gradients are slices of it, read
+  // where they are consumed; through any other fused producer the kernel
+  // hands gradients to the producer's inputs directly.
   if (made_fused(t)) {
     const Op& producer = g_.op(g_.producer(t));
-    std::int64_t transient = 0;
-    for (TensorId u : producer.inputs) transient += input_gradient(producer, profile_.rule(producer.kind), u, block_rows);
-    return transient;
+    const OpMemoryRule& producer_rule = profile_.rule(producer.kind);
+    if (!producer_rule.grads_are_slices) {
+      std::int64_t transient = 0;
+      for (TensorId u : producer.inputs) transient += input_gradient(producer, producer_rule, u, block_rows);
+      return transient;
+    }
+    const int whole = allocate(bytes_of(t, block_rows), kGradients, 1, t);
+    for (TensorId u : producer.inputs) {
+      if (!tensor(u).requires_grad) continue;
+      retain(whole);
+      contributions_.push_back({u, whole, block_rows > 0 && !block_internal_[static_cast<std::size_t>(u)]});
+    }
+    release(whole);
+    return 0;
   }
   // A slice of the output's gradient is a view of it (PyTorch), or, where
   // slices are copies (XLA), a buffer of its own.

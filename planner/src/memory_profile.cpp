@@ -32,12 +32,12 @@ MemoryProfile memory_profile(Framework framework, DType dtype) {
     p.accumulate_out_of_place = true;
     p.nested_recompute_keeps_outputs = true;
   } else {
-    // XLA:TPU fuses elementwise producers and concatenations into the
-    // matmul that consumes them (docs/cost-model.md, rule J1): SiLU and the
-    // concat of an MLP's input are never materialised; their backward is
-    // recomputed inside the kernels from the producer's inputs. Gathers are
-    // materialised. The scatter accumulates in place (no zeros buffer).
-    rule(p, OpKind::silu).output_materialized = false;
+    // XLA:TPU fuses the concat of an MLP's input into the matmul that
+    // consumes it: never materialised, its parts (materialised gathers) are
+    // kept instead, and its gradient is one buffer of its size whose slices
+    // its parts' gradients are (docs/cost-model.md, J1). The first linear's
+    // fusion writes both its output and SiLU's (J2). The scatter accumulates
+    // in place (no zeros buffer).
     rule(p, OpKind::concat).output_materialized = false;
     rule(p, OpKind::zeros).output_materialized = false;
     p.accumulate_out_of_place = false;
