@@ -148,10 +148,9 @@ def make_case(args) -> Case:
         plan_obj, source = case.predicted["plan"], f"actmem simulate --plan {case.plan_name}"
     plan = parse_plan(plan_obj, description, args.plan or source)
     case.plan = Plan(plan.stages, plan.regions, plan.edge_blocks, plan.step_checkpoint or args.step_checkpoint)
-    if args.plan and not args.no_actmem and os.access(ACTMEM, os.X_OK):
-        own = case.plan.to_json()
-        del own["step_checkpoint"]  # not in actmem's plan format
-        case.predicted = actmem_simulate(case, own)
+    # actmem predicts the plan compiled (a step checkpoint given on the command line included).
+    if (args.plan or case.plan.step_checkpoint) and not args.no_actmem and os.access(ACTMEM, os.X_OK):
+        case.predicted = actmem_simulate(case, case.plan.to_json())
     return case
 
 
