@@ -44,7 +44,6 @@ MemoryProfile memory_profile(Framework framework, DType dtype) {
     p.slices_are_views = false;
     p.nested_recompute_keeps_outputs = false;
     p.parameter_cast_bytes = dtype == DType::float32 ? 0 : element_bytes(dtype);
-    p.arena_overhead_permille = 45;
   }
   return p;
 }

@@ -53,8 +53,6 @@ class Simulation : detail::MemoryMachine {
 
     r.peak_dynamic_bytes = phase_peak_dynamic_;
     r.breakdown = peak_breakdown_;
-    // The temporaries' arena (XLA) beyond their live peak counts as workspace.
-    peak_breakdown_.workspace += profile_.arena_bytes(peak_total_dynamic_) - peak_total_dynamic_;
     r.peak_bytes = peak_breakdown_.total();
     r.peak_at = peak_at_;
     r.fits = r.peak_bytes <= budget_bytes;

@@ -361,7 +361,7 @@ ChainModel::Prediction ChainModel::predict(const Plan& plan) {
     }
   }
   at(0);  // the optimizer step: every parameter gradient resident
-  p.peak_bytes = peak_bytes(peak);
+  p.peak_bytes = static_bytes_ + peak;
   // Time: each forward execution beyond the first.
   double extra = 0;
   for (int s = 0; s < n; ++s) {

@@ -109,9 +109,6 @@ class ChainModel {
   double edge_forward_s(int s) const { return edge_time_s_[static_cast<std::size_t>(s)]; }
 
   std::int64_t static_bytes() const { return static_bytes_; }
-  // The step's peak for a peak of `dynamic` bytes above the static ones
-  // (what simulate() reports for it).
-  std::int64_t peak_bytes(std::int64_t dynamic) const { return static_bytes_ + rg_.profile.arena_bytes(dynamic); }
   int steps() const { return steps_; }
 
   // The composed prediction for a plan.

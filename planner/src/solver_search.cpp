@@ -755,7 +755,7 @@ class Search {
       mem += v(c, 2);
     }
     peak = std::max(peak, mem);
-    return m_.peak_bytes(peak);
+    return m_.static_bytes() + peak;
   }
 
   ChainModel& m_;

@@ -49,12 +49,6 @@ struct MemoryProfile {
   // Bytes per parameter of copies in the activation dtype held for the whole
   // step (JAX casts the float32 masters to bfloat16 once).
   std::int64_t parameter_cast_bytes = 0;
-  // XLA places the step's temporaries at offsets in one arena, which comes
-  // out larger than their peak live bytes (docs/cost-model.md, J7): the
-  // arena's excess over the live peak, in thousandths.
-  std::int64_t arena_overhead_permille = 0;
-  // What the temporaries whose live peak is `live` take in device memory.
-  std::int64_t arena_bytes(std::int64_t live) const { return live + live / 1000 * arena_overhead_permille; }
 
   const OpMemoryRule& rule(OpKind kind) const { return rules[static_cast<int>(kind)]; }
 };
