@@ -197,18 +197,19 @@ MEDIUM = dict(TINY, name="medium", grid_nodes=4000, mesh_nodes=600, grid2mesh_ed
 
 
 @needs_jax
-@pytest.mark.parametrize("target", ["cpu", "tpu-v4"])
-def test_checkpointing_lowers_xla_temp(tmp_path, target):
-    """Every stage in its own region: only stage boundaries stay, so XLA's
-    temp must fall well below the plan without checkpoints."""
+def test_checkpointing_lowers_xla_s_peak_on_tpu(tmp_path):
+    """Every stage in its own region: only stage boundaries stay, so XLA:TPU's
+    peak must fall well below the plan without checkpoints. (On a program
+    this small XLA:TPU reports temp_bytes 0 and the drop shows in
+    peak_memory_in_bytes; XLA:CPU's temp does not drop at all.)"""
     model = write(tmp_path, "medium.json", MEDIUM)
     stages = ["encoder", "mesh_edge_embed"] + [f"processor.{k}" for k in range(4)] + ["decoder"]
     full = {"checkpoints": [{"from": s, "to": s} for s in stages]}
-    temps = {}
+    peaks = {}
     for name, plan in (("none", {}), ("full", full)):
         args = judge.parse_args(["--model", model, "--plan", write(tmp_path, name + ".json", plan), "--no-actmem"])
-        temps[name] = judge.judge(judge.make_case(args), target)["temp_bytes"]
-    assert temps["full"] < 0.8 * temps["none"], temps
+        peaks[name] = judge.judge(judge.make_case(args), "tpu-v4")["peak_memory_in_bytes"]
+    assert peaks["full"] < 0.8 * peaks["none"], peaks
 
 
 @needs_jax
