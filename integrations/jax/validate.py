@@ -4,8 +4,8 @@
 For every case (a model, a run and a plan) the reference JAX GraphCast
 (graphcast_jax.py) is compiled for a deviceless TPU v4 by judge.py, and
 actmem predicts the same step (`actmem simulate --framework jax --device
-tpu-v4`). XLA's figure is what its compiler decides with: argument + output
-- alias + temp bytes of compiled.memory_analysis(), or, when the program does
+tpu-v4`). XLA's figure is what its compiler decides with: the peak of
+compiled.memory_analysis() (peak_memory_in_bytes), or, when the program does
 not fit, the requirement its out-of-memory error states. actmem's figure is
 its peak_bytes less the device reserve (what XLA:TPU withholds from every
 program). A case passes when the two verdicts agree and the figures are
@@ -163,8 +163,12 @@ def predict(result: dict) -> dict:
 
 
 def xla_bytes(r: dict) -> int:
+    """The figure XLA:TPU decides with: its peak (peak_memory_in_bytes) for a
+    program it compiles, the requirement its out-of-memory error states for
+    one it refuses. (temp + argument + output - alias can exceed the HBM of a
+    program that compiles: docs/validation-jax.md.)"""
     x = r["xla"]
-    return x["peak_bytes"] if x["fits"] else x["required_bytes"]
+    return x["peak_memory_in_bytes"] if x["fits"] else x["required_bytes"]
 
 
 def error(r: dict, p: dict) -> float:
