@@ -38,8 +38,7 @@ int run_simulate(const Args& args) {
 
   if (json) {
     nlohmann::json out = to_json(report);
-    out["plan"] = {{"checkpoints", checkpoints_to_json(plan.checkpoints, graph.stages())},
-                   {"edge_blocks", edge_blocks_to_json(plan, graph.stages())}};
+    out["plan"] = regions_and_blocks_to_json(plan, graph.stages());
     print_json(out);
   } else {
     std::cout << describe_run(graph, device) << "plan: " << describe(plan, graph.stages()) << "\n\n"

@@ -168,6 +168,11 @@ nlohmann::json edge_blocks_to_json(const Plan& plan, const std::vector<std::stri
   return blocks;
 }
 
+nlohmann::json regions_and_blocks_to_json(const Plan& plan, const std::vector<std::string>& stages) {
+  return nlohmann::json{{"checkpoints", checkpoints_to_json(plan.checkpoints, stages)},
+                        {"edge_blocks", edge_blocks_to_json(plan, stages)}};
+}
+
 std::string describe(const Plan& plan, const std::vector<std::string>& stages) {
   std::string text = plan.checkpoints.empty() ? "no checkpoints" : "checkpoints " + describe_regions(plan.checkpoints, stages);
   std::vector<std::string> blocked;

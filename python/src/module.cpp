@@ -19,9 +19,9 @@ namespace actmem::python {
 namespace {
 
 nlohmann::json plan_json(const Plan& plan, const CostGraph& graph) {
-  return {{"stages", graph.stages()},
-          {"checkpoints", checkpoints_to_json(plan.checkpoints, graph.stages())},
-          {"edge_blocks", edge_blocks_to_json(plan, graph.stages())}};
+  nlohmann::json j = regions_and_blocks_to_json(plan, graph.stages());
+  j["stages"] = graph.stages();
+  return j;
 }
 
 nlohmann::json timeline_json(const Report& report) {

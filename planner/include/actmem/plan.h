@@ -53,6 +53,8 @@ Plan plan_from_json(const nlohmann::json& document, const std::vector<std::strin
 // {"checkpoints": [...], "edge_blocks": {...}} with stage names.
 nlohmann::json checkpoints_to_json(const std::vector<Region>& regions, const std::vector<std::string>& stages);
 nlohmann::json edge_blocks_to_json(const Plan& plan, const std::vector<std::string>& stages);
+// Both: {"checkpoints": [...], "edge_blocks": {...}}, as reports show a plan.
+nlohmann::json regions_and_blocks_to_json(const Plan& plan, const std::vector<std::string>& stages);
 
 // One line for people: "encoder, decoder, processor.0–2 | blocks encoder×8".
 std::string describe(const Plan& plan, const std::vector<std::string>& stages);
