@@ -50,7 +50,7 @@ struct ReportFigures {
 
   Plan plan;
   std::string plan_origin;  // "the solver's fastest plan that fits", "plan.json", "built-in plan deepmind"
-  Report report;            // simulate() of `plan`, with its timeline
+  Report report;            // simulate() of `plan`, with its timeline rows
   std::vector<ParetoPoint> frontier;  // reports judged against budget_bytes
   std::vector<MarkedPlan> marks;
   nlohmann::json exports;  // trainer_exports() of the plan

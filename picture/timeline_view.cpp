@@ -1,6 +1,7 @@
 #include "timeline_view.h"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -213,6 +214,26 @@ std::vector<StageBand> stage_bands(const std::vector<TimelinePoint>& points) {
   return bands;
 }
 
+namespace {
+
+bool same_location(const StepLocation& a, const StepLocation& b) {
+  return a.pass == b.pass && a.step == b.step && a.stage == b.stage && a.op == b.op && a.block == b.block;
+}
+
+}  // namespace
+
+std::vector<TimelinePoint> drawn_points(const Report& report) {
+  std::vector<TimelinePoint> points = report.timeline;
+  // Of the rows at the peak's location (a recomputed op can run twice), the
+  // one with the most memory.
+  std::optional<std::size_t> row;
+  for (std::size_t i = 0; i < points.size(); ++i)
+    if (same_location(points[i].at, report.peak_at) && (!row || points[i].live.total() > points[*row].live.total()))
+      row = i;
+  if (row) points[*row].live = report.breakdown;
+  return points;
+}
+
 std::size_t peak_index(const std::vector<TimelinePoint>& points) {
   std::size_t best = 0;
   for (std::size_t i = 1; i < points.size(); ++i)
@@ -234,7 +255,7 @@ std::string short_stage_name(const std::string& stage) {
 
 std::string timeline_svg(const Report& report, const std::string& subtitle, bool standalone) {
   if (report.timeline.empty()) throw std::logic_error("timeline_svg: the report has no timeline");
-  const std::vector<TimelinePoint>& points = report.timeline;
+  const std::vector<TimelinePoint> points = drawn_points(report);
   const double top = std::max(gib(report.peak_bytes), gib(report.budget_bytes)) * 1.12;
   const Scale x = Scale::linear(0, static_cast<double>(points.size()), kFrame.left, kFrame.right());
   const Scale y = Scale::linear(0, top, kFrame.bottom(), kFrame.top);

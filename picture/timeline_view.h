@@ -31,6 +31,13 @@ struct StageBand {
 };
 std::vector<StageBand> stage_bands(const std::vector<TimelinePoint>& points);
 
+// The rows as drawn: the report's timeline, except that the row of the op
+// at which the peak happens (Report::peak_at) holds the peak's breakdown.
+// A timeline row is the memory after its op; the peak can be a transient
+// inside it (a gradient sum), which the simulator counts but does not
+// record as a row. So the picture's highest point is the peak exactly.
+std::vector<TimelinePoint> drawn_points(const Report& report);
+
 // The index of the first point with the most memory in use.
 std::size_t peak_index(const std::vector<TimelinePoint>& points);
 
