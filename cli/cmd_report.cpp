@@ -51,7 +51,8 @@ void write_outputs(const std::vector<std::pair<std::string, std::string>>& outpu
       if (!existed) created.push_back(path);
     }
   } catch (...) {
-    for (const std::string& path : created) std::filesystem::remove(path);
+    std::error_code ignored;  // the first failure is the one to report
+    for (const std::string& path : created) std::filesystem::remove(path, ignored);
     throw;
   }
 }

@@ -51,7 +51,7 @@ ReportFigures gather_figures(const CostGraph& graph, const Device& device, std::
   f.plan = plan;
   f.plan_origin = std::move(plan_origin);
 
-  report_progress("report: simulating the plan", 1, steps);
+  report_progress("simulating the plan", 1, steps);
   // The figures as `actmem simulate` gives them; the rows from a second run
   // (which runs equal edge blocks one by one, so its sums may differ in the
   // last bits).
@@ -60,10 +60,10 @@ ReportFigures gather_figures(const CostGraph& graph, const Device& device, std::
   f.report = simulate(graph, device, budget_bytes, plan);
   f.report.timeline = simulate(graph, device, budget_bytes, plan, with_timeline).timeline;
 
-  report_progress("report: Pareto frontier", 2, steps);
+  report_progress("Pareto frontier", 2, steps);
   f.frontier = judged_frontier(graph, device, budget_bytes, options);
 
-  report_progress("report: trainer exports", 3, steps);
+  report_progress("trainer exports", 3, steps);
   f.exports = trainer_exports(graph, device, budget_bytes, plan, f.report);
   f.marks.push_back(mark("chosen", "this plan", f.report));
   f.marks.push_back(mark("none", "no checkpoints", simulate(graph, device, budget_bytes, empty_plan(f.stages))));
@@ -73,7 +73,7 @@ ReportFigures gather_figures(const CostGraph& graph, const Device& device, std::
 
   int step = 4;
   for (const Device& d : device_catalog()) {
-    report_progress(fmt::format("report: catalog, {}", d.id), step++, steps);
+    report_progress(fmt::format("catalog: {}", d.id), step++, steps);
     f.catalog.push_back({d, fits(graph, d, d.memory_bytes, options), d.id == device.id});
   }
   return f;

@@ -1,6 +1,7 @@
 #include "timeline_view.h"
 
 #include <algorithm>
+#include <array>
 #include <optional>
 #include <stdexcept>
 
@@ -37,20 +38,64 @@ std::string describe_location(const StepLocation& at) {
 // An estimate of a label's width at `font_px`, for placing and fitting labels.
 double text_width(std::string_view text, double font_px) { return 0.58 * font_px * static_cast<double>(text.size()); }
 
+// Stage bands narrower than this many pixels are drawn merged with their
+// neighbours (blocked edge updates alternate recompute and backward block
+// by block: tens of thousands of bands at rollout 12).
+constexpr double kNarrowestBand = 2.0;
+
+// Consecutive bands merged until each is at least kNarrowestBand wide; a
+// merged one takes the pass of most of its ops and keeps `count`.
+struct StripSegment {
+  StageBand band;
+  std::size_t count = 1;  // bands merged into it
+};
+
+std::vector<StripSegment> strip_segments(const std::vector<StageBand>& bands, const Scale& x) {
+  std::vector<StripSegment> segments;
+  std::array<std::size_t, 4> ops_by_pass{};
+  const auto dominant = [&] {
+    return static_cast<Pass>(std::max_element(ops_by_pass.begin(), ops_by_pass.end()) - ops_by_pass.begin());
+  };
+  for (const StageBand& band : bands) {
+    const bool open = !segments.empty() && x(static_cast<double>(segments.back().band.last)) -
+                                                   x(static_cast<double>(segments.back().band.first)) <
+                                               kNarrowestBand;
+    if (!open) {
+      segments.push_back({band, 1});
+      ops_by_pass = {};
+    } else {
+      segments.back().band.last = band.last;
+      ++segments.back().count;
+    }
+    ops_by_pass[static_cast<std::size_t>(band.at.pass)] += band.last - band.first;
+    if (segments.back().count > 1) segments.back().band.at.pass = dominant();
+  }
+  return segments;
+}
+
+std::string segment_title(const StripSegment& s) {
+  const StageBand& band = s.band;
+  if (s.count > 1)
+    return fmt::format("{} stage runs, ops {}–{} (mostly {})", s.count, band.first, band.last - 1,
+                       to_string(band.at.pass));
+  return fmt::format("{} pass, rollout step {}, {}: ops {}–{}", to_string(band.at.pass), band.at.step, band.at.stage,
+                     band.first, band.last - 1);
+}
+
 // The stage strip above the plot: one band per stage run, coloured by pass,
 // labelled when the label fits.
 void draw_stage_strip(SvgWriter& svg, const std::vector<TimelinePoint>& points, const Scale& x) {
   svg.open("g", {{"class", "stages"}, {"font-size", "11"}, {"fill", std::string(kInk)}});
-  for (const StageBand& band : stage_bands(points)) {
+  for (const StripSegment& segment : strip_segments(stage_bands(points), x)) {
+    const StageBand& band = segment.band;
     const double x0 = x(static_cast<double>(band.first)), x1 = x(static_cast<double>(band.last));
-    const std::string title =
-        fmt::format("{} pass, rollout step {}, {}: ops {}–{}", to_string(band.at.pass), band.at.step, band.at.stage,
-                    band.first, band.last - 1);
+    const std::string title = segment_title(segment);
     svg.element("rect",
                 {{"class", "band"}, {"x", px(x0)}, {"y", px(kStripTop)}, {"width", px(std::max(x1 - x0, 0.5))},
                  {"height", px(kStripHeight)}, {"fill", std::string(pass_color(band.at.pass))},
                  {"stroke", "#ffffff"}, {"stroke-width", "0.5"}},
                 title);
+    if (segment.count > 1) continue;
     for (const std::string& label : {band.at.stage, short_stage_name(band.at.stage)}) {
       if (text_width(label, 11) + 4 > x1 - x0) continue;
       svg.text((x0 + x1) / 2, kStripTop + 14, label, {{"text-anchor", "middle"}});
