@@ -142,6 +142,21 @@ TEST_SUITE("picture") {
     CHECK(svg.find("backward, with recomputation") != std::string::npos);
   }
 
+  TEST_CASE("thousands of stage runs are drawn merged, at least 2 px each") {
+    const CostGraph g = tiny_graph();
+    Plan p = nested_plan(g);
+    p.checkpoints.push_back({6, 6, {}});  // the decoder recomputed block by block: recompute and backward alternate
+    p.edge_blocks.back() = 2048;
+    SimulationOptions options;
+    options.record_timeline = true;
+    const Device device = load_device("a100-40gb");
+    const Report r = simulate(g, device, device.memory_bytes, p, options);
+    REQUIRE(stage_bands(r.timeline).size() > 4000);
+    const std::string svg = timeline_svg(r, "many bands");
+    CHECK(count(svg, "<rect class=\"band\"") <= 1010 / 2 + 1);
+    CHECK(svg.find("stage runs, ops") != std::string::npos);
+  }
+
   TEST_CASE("the figures are the library's: plan, frontier, marks, exports, catalog") {
     const ReportFigures& f = tiny_figures();
     const CostGraph g = tiny_graph();
