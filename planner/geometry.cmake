@@ -5,5 +5,4 @@ target_sources(actmem PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/src/grid_mesh_connectivity.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/icosahedral_mesh.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/lat_lon_grid.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/src/progress.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/uniform_grid_index.cpp)
