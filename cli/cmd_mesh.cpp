@@ -11,6 +11,7 @@
 #include "actmem/icosahedral_mesh.h"
 #include "actmem/lat_lon_grid.h"
 #include "commands.h"
+#include "progress_line.h"
 
 namespace actmem::cli {
 namespace {
@@ -84,6 +85,7 @@ int run_mesh(const Args& args) {
       "mesh"};
   GeometrySpec spec;
   bool json = false;
+  bool quiet = false;
   app.add_option("--resolution", spec.resolution_deg, "grid resolution in degrees; must divide 180 and 360")
       ->capture_default_str();
   app.add_option("--mesh-level", spec.mesh_level, fmt::format("multi-mesh refinement level, 0..{}", kMaxMeshLevel))
@@ -92,6 +94,7 @@ int run_mesh(const Args& args) {
                  "grid2mesh radius as a fraction of the longest finest-mesh edge, in (0, 2]")
       ->capture_default_str();
   app.add_flag("--json", json, "machine-readable output");
+  add_quiet_option(app, quiet);
   parse(app, args);
 
   // Check every value before the computation, which takes a while.
@@ -103,7 +106,11 @@ int run_mesh(const Args& args) {
     throw InputError("--radius-fraction", "", problem);
 
   const auto start = std::chrono::steady_clock::now();
-  const GraphGeometry geometry = analyze_graph_geometry(spec);
+  GraphGeometry geometry;
+  {
+    const ProgressLine progress("actmem mesh", quiet);
+    geometry = analyze_graph_geometry(spec);
+  }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (json)
     print_json(to_json(geometry, seconds));

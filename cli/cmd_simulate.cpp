@@ -1,5 +1,4 @@
 // `actmem simulate`: predict one training step's memory and time for a plan.
-#include <filesystem>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -32,31 +31,9 @@ int run_simulate(const Args& args) {
 
   // A plan file carries its model, run, device and budget; options given on
   // the command line override them (the model must still match).
-  std::error_code ec;
-  const bool is_file = std::filesystem::is_regular_file(plan_name, ec);
-  std::optional<PlanDocument> document;
-  if (is_file) document = read_plan_document(plan_name);
-  const auto given = [&](const char* option) { return app.count(option) > 0; };
-
-  const ModelDescription model = document && document->model && !given("--model") ? *document->model : setup.load_model();
-  RunOptions run = setup.run_options();
-  if (document && document->run) {
-    const RunOptions& r = *document->run;
-    if (!given("--dtype")) run.dtype = r.dtype;
-    if (!given("--framework")) run.framework = r.framework;
-    if (!given("--optimizer")) run.optimizer = r.optimizer;
-    if (!given("--batch")) run.batch = r.batch;
-    if (!given("--rollout")) run.rollout = r.rollout;
-  }
-  const bool device_given = given("--device") || given("--memory");
-  const Device device = document && document->device && !device_given ? *document->device : setup.load_device();
-  const std::int64_t budget = document && document->budget_bytes && !given("--budget") && !device_given
-                                  ? *document->budget_bytes
-                                  : setup.budget_bytes(device);
-
-  const CostGraph graph = CostGraph::build(model, run);
-  const Plan plan = document ? plan_for(*document, graph)
-                             : builtin_plan(plan_name, graph.stages(), edges_per_stage(graph));
+  const PlanChoice choice(plan_name);
+  const auto [graph, device, budget] = setup.target(choice.document, app);
+  const Plan plan = choice.plan(graph);
   SimulationOptions options;
   options.record_timeline = !timeline_path.empty();
   options.record_peak_buffers = peak_buffers > 0;

@@ -9,6 +9,7 @@
 #include "actmem/solver.h"
 #include "actmem/units.h"
 #include "commands.h"
+#include "progress_line.h"
 #include "run_setup.h"
 
 namespace actmem::cli {
@@ -61,6 +62,8 @@ int run_sweep(const Args& args) {
   const std::vector<std::int64_t> batch_list = parse_list(batches, "--batch");
   const ModelDescription model = setup.load_model();
   nlohmann::json rows = nlohmann::json::array();
+  ProgressLine progress("actmem sweep", setup.quiet);
+  const int steps = static_cast<int>(rollout_list.size() * batch_list.size() * targets.size());
   if (!json)
     std::cout << fmt::format("{:<14} {:>5} {:>7} {:>5} {:>11} {:>11} {:>9} {:>10}\n", "device", "batch", "rollout",
                              "fits", "peak", "budget", "recompute", "step time");
@@ -71,6 +74,8 @@ int run_sweep(const Args& args) {
       s.rollout = rollout;
       const CostGraph graph = CostGraph::build(model, s.run_options());
       for (const Device& d : targets) {
+        progress.update(fmt::format("{}, batch {}, rollout {}", d.id, batch, rollout), static_cast<int>(rows.size()) + 1,
+                        steps);
         const std::int64_t budget = s.budget_bytes(d);
         const Solution sol = solve(graph, d, budget, setup.solver_options());
         const Report& r = sol.report;
@@ -83,6 +88,7 @@ int run_sweep(const Args& args) {
                         {"budget_bytes", budget},
                         {"recompute_overhead", r.recompute_overhead()},
                         {"step_time_s", r.step_time_s}});
+        progress.clear();
         if (!json)
           std::cout << fmt::format("{:<14} {:>5} {:>7} {:>5} {:>11} {:>11} {:>9} {:>10}\n", d.id, batch, rollout,
                                    sol.feasible ? "yes" : "no", format_bytes(sol.feasible ? r.peak_bytes : sol.min_peak_bytes),
