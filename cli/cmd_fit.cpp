@@ -42,8 +42,7 @@ int run_fit(const Args& args) {
 
   if (json) {
     nlohmann::json out = to_json(solution.report);
-    out["plan"] = {{"checkpoints", checkpoints_to_json(solution.plan.checkpoints, graph.stages())},
-                   {"edge_blocks", edge_blocks_to_json(solution.plan, graph.stages())}};
+    out["plan"] = plan_to_json(solution.plan, graph.stages());
     out["min_peak_bytes"] = solution.min_peak_bytes;
     out["no_checkpoint_peak_bytes"] = baseline.peak_bytes;
     out["no_checkpoint_step_time_s"] = baseline.step_time_s;

@@ -12,6 +12,7 @@
 #include "actmem/lat_lon_grid.h"
 #include "actmem/units.h"
 #include "commands.h"
+#include "progress_line.h"
 
 namespace actmem::cli {
 namespace {
@@ -99,6 +100,7 @@ int run_mesh(const Args& args) {
       "mesh"};
   GeometrySpec spec;
   bool json = false;
+  bool quiet = false;
   // Each value is checked as it is parsed, before the computation, which takes a while.
   app.add_option_function<double>(
          "--resolution",
@@ -115,10 +117,15 @@ int run_mesh(const Args& args) {
          "grid2mesh radius as a fraction of the longest finest-mesh edge, in (0, 2]")
       ->default_str(fmt::format("{}", spec.radius_query_fraction));
   app.add_flag("--json", json, "machine-readable output");
+  add_quiet_option(app, quiet);
   parse(app, args);
 
   const auto start = std::chrono::steady_clock::now();
-  const GraphGeometry geometry = analyze_graph_geometry(spec);
+  GraphGeometry geometry;
+  {
+    const ProgressLine progress("actmem mesh", quiet);
+    geometry = analyze_graph_geometry(spec);
+  }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (json)
     print_json(to_json(geometry, seconds));

@@ -1,5 +1,4 @@
 // `actmem simulate`: predict one training step's memory and time for a plan.
-#include <filesystem>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -23,52 +22,38 @@ int run_simulate(const Args& args) {
   std::string plan_name = "none";
   std::string timeline_path;
   bool json = false;
+  int peak_buffers = 0;
   app.add_option("--plan", plan_name, "plan file, or none, full, every:K, deepmind, deepmind:B")->capture_default_str();
   app.add_option("--timeline", timeline_path,
                  fmt::format("write the memory timeline (one row per op run, at most {}) as CSV", kMaxTimelineRows));
   app.add_flag("--json", json, "print the report as JSON");
+  app.add_option_function<std::string>(
+      "--peak-buffers",
+      [&](const std::string& v) { peak_buffers = static_cast<int>(parse_integer(v, "--peak-buffers", 1, 1000000)); },
+      "list the N largest buffers live at the peak, 1..1000000 (JSON: live_at_peak)");
   parse(app, args);
 
   // A plan file carries its model, run, device and budget; options given on
   // the command line override them (the model must still match).
-  std::error_code ec;
-  const bool is_file = std::filesystem::is_regular_file(plan_name, ec);
-  std::optional<PlanDocument> document;
-  if (is_file) document = read_plan_document(plan_name);
-  const auto given = [&](const char* option) { return app.count(option) > 0; };
-
-  const ModelDescription model = document && document->model && !given("--model") ? *document->model : setup.load_model();
-  RunOptions run = setup.run;
-  if (document && document->run) {
-    const RunOptions& r = *document->run;
-    if (!given("--dtype")) run.dtype = r.dtype;
-    if (!given("--framework")) run.framework = r.framework;
-    if (!given("--optimizer")) run.optimizer = r.optimizer;
-    if (!given("--batch")) run.batch = r.batch;
-    if (!given("--rollout")) run.rollout = r.rollout;
-  }
-  const bool device_given = given("--device") || given("--memory");
-  const Device device = document && document->device && !device_given ? *document->device : setup.load_device();
-  const std::int64_t budget = document && document->budget_bytes && !given("--budget") && !device_given
-                                  ? *document->budget_bytes
-                                  : setup.budget_bytes(device);
-
-  const CostGraph graph = CostGraph::build(model, run);
-  const Plan plan = document ? plan_for(*document, graph)
-                             : builtin_plan(plan_name, graph.stages(), edges_per_stage(graph));
+  const PlanChoice choice(plan_name);
+  const auto [graph, device, budget] = setup.target(choice.document, app);
+  const Plan plan = choice.plan(graph);
   SimulationOptions options;
   options.record_timeline = !timeline_path.empty();
-  const Report report = simulate(graph, device, budget, plan, options);
+  options.record_peak_buffers = peak_buffers > 0;
+  Report report = simulate(graph, device, budget, plan, options);
   if (!timeline_path.empty()) write_file_atomically(timeline_path, timeline_csv(report));
+  if (report.live_at_peak.size() > static_cast<std::size_t>(peak_buffers)) report.live_at_peak.resize(static_cast<std::size_t>(peak_buffers));
 
   if (json) {
     nlohmann::json out = to_json(report);
-    out["plan"] = {{"checkpoints", checkpoints_to_json(plan.checkpoints, graph.stages())},
-                   {"edge_blocks", edge_blocks_to_json(plan, graph.stages())}};
+    out["plan"] = plan_to_json(plan, graph.stages());
+    if (peak_buffers > 0) out["live_at_peak"] = to_json(report.live_at_peak);
     print_json(out);
   } else {
     std::cout << describe_run(graph, device) << "plan: " << describe(plan, graph.stages()) << "\n\n"
               << describe_report(report);
+    if (peak_buffers > 0) std::cout << describe_peak_buffers(report.live_at_peak);
   }
   return report.fits ? 0 : 1;
 }

@@ -10,6 +10,7 @@
 #include "actmem/solver.h"
 #include "actmem/units.h"
 #include "commands.h"
+#include "progress_line.h"
 #include "run_setup.h"
 
 namespace actmem::cli {
@@ -95,6 +96,8 @@ int run_sweep(const Args& args) {
   // Printed at the end: an error in any row leaves no partial table.
   nlohmann::json rows = nlohmann::json::array();
   std::string table = table_row({"device", "batch", "rollout", "fits", "peak", "budget", "recompute", "step time"});
+  ProgressLine progress("actmem sweep", setup.quiet);
+  const int steps = static_cast<int>(rows_asked);
   for (std::int64_t rollout : rollout_list) {
     for (std::int64_t batch : batch_list) {
       RunOptions run = setup.run;
@@ -102,6 +105,8 @@ int run_sweep(const Args& args) {
       run.rollout = rollout;
       const CostGraph graph = CostGraph::build(model, run);
       for (const Device& d : targets) {
+        progress.update(fmt::format("{}, batch {}, rollout {}", d.id, batch, rollout), static_cast<int>(rows.size()) + 1,
+                        steps);
         const std::int64_t budget = setup.budget_bytes(d);
         const Solution sol = solve(graph, d, budget, setup.solver_options());
         const Report& r = sol.report;
@@ -121,6 +126,7 @@ int run_sweep(const Args& args) {
       }
     }
   }
+  progress.clear();
   if (json)
     print_json(rows);
   else

@@ -16,6 +16,7 @@ const std::vector<Command>& commands() {
       {"plan", "write the fastest plan that fits as JSON for trainers", run_plan},
       {"sweep", "tabulate fits and overhead over devices, batches and rollouts", run_sweep},
       {"simulate", "predict one training step's memory and time under a plan", run_simulate},
+      {"report", "draw one step's memory, trade-offs, catalog and plan as one HTML file", run_report},
       {"mesh", "compute GraphCast's node and edge counts from the geometry", run_mesh},
       {"models", "list the built-in model presets", run_models},
       {"devices", "list the device catalog", run_devices},

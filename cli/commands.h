@@ -61,5 +61,6 @@ int run_simulate(const Args& args);
 int run_fit(const Args& args);
 int run_plan(const Args& args);
 int run_sweep(const Args& args);
+int run_report(const Args& args);
 
 }  // namespace actmem::cli

@@ -31,4 +31,13 @@ std::string describe_report(const Report& r) {
   return text;
 }
 
+std::string describe_peak_buffers(const std::vector<PeakBuffer>& buffers) {
+  std::string text = "buffers live at the peak:\n";
+  for (const PeakBuffer& b : buffers) {
+    const std::string what = b.tensor.empty() ? "scratch" : b.category == "gradients" ? "gradient of " + b.tensor : b.tensor;
+    text += fmt::format("  {:>12}  {}\n", format_bytes(b.bytes), what);
+  }
+  return text;
+}
+
 }  // namespace actmem::cli

@@ -15,4 +15,7 @@ std::string describe_run(const CostGraph& graph, const Device& device);
 // Peak against budget, the breakdown, where the peak is, FLOPs and time.
 std::string describe_report(const Report& report);
 
+// "buffers live at the peak:" then one line per buffer, largest first.
+std::string describe_peak_buffers(const std::vector<PeakBuffer>& buffers);
+
 }  // namespace actmem::cli

@@ -1,9 +1,13 @@
 #include "run_setup.h"
 
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include "actmem/limits.h"
+#include "actmem/simulator.h"
 #include "actmem/units.h"
+#include "progress_line.h"
 
 namespace actmem::cli {
 
@@ -28,6 +32,7 @@ void RunSetup::add_options(CLI::App& app, bool batch_and_rollout) {
          "--optimizer", [this](const std::string& v) { run.optimizer = parse_optimizer(v, "--optimizer"); },
          "adam or sgd")
       ->default_str(to_string(run.optimizer));
+  add_quiet_option(app, quiet);
   if (!batch_and_rollout) return;
   app.add_option_function<std::string>(
          "--batch", [this](const std::string& v) { run.batch = parse_integer(v, "--batch", 1, kMaxBatch); },
@@ -53,7 +58,12 @@ SolverOptions RunSetup::solver_options() const {
   return options;
 }
 
-ModelDescription RunSetup::load_model() const { return actmem::load_model(model); }
+ModelDescription RunSetup::load_model() const {
+  // A model file may give its geometry instead of its counts: large
+  // geometry takes seconds.
+  const ProgressLine progress("actmem: model", quiet);
+  return actmem::load_model(model);
+}
 
 Device RunSetup::load_device() const {
   if (memory_bytes) return device_with_memory(*memory_bytes);
@@ -68,6 +78,35 @@ Target RunSetup::target() const {
   Device d = load_device();
   const std::int64_t bytes = budget_bytes(d);
   return Target{CostGraph::build(load_model(), run), std::move(d), bytes};
+}
+
+Target RunSetup::target(const std::optional<PlanDocument>& document, const CLI::App& app) const {
+  if (!document) return target();
+  const auto given = [&](const char* option) { return app.count(option) > 0; };
+  const ModelDescription m = document->model && !given("--model") ? *document->model : load_model();
+  RunOptions options = run;
+  if (document->run) {
+    const RunOptions& r = *document->run;
+    if (!given("--dtype")) options.dtype = r.dtype;
+    if (!given("--framework")) options.framework = r.framework;
+    if (!given("--optimizer")) options.optimizer = r.optimizer;
+    if (!given("--batch")) options.batch = r.batch;
+    if (!given("--rollout")) options.rollout = r.rollout;
+  }
+  const bool device_given = given("--device") || given("--memory");
+  Device d = document->device && !device_given ? *document->device : load_device();
+  const std::int64_t bytes =
+      document->budget_bytes && !given("--budget") && !device_given ? *document->budget_bytes : budget_bytes(d);
+  return Target{CostGraph::build(m, options), std::move(d), bytes};
+}
+
+PlanChoice::PlanChoice(std::string name_or_path) : name(std::move(name_or_path)) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(name, ec)) document = read_plan_document(name);
+}
+
+Plan PlanChoice::plan(const CostGraph& graph) const {
+  return document ? plan_for(*document, graph) : builtin_plan(name, graph.stages(), edges_per_stage(graph));
 }
 
 }  // namespace actmem::cli

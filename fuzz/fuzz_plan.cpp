@@ -30,8 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     const std::optional<Plan> plan = plan_of(fuzz::text_of(data, size), g);
     if (!plan) return 0;
-    const nlohmann::json back{{"checkpoints", checkpoints_to_json(plan->checkpoints, g.stages())},
-                              {"edge_blocks", edge_blocks_to_json(*plan, g.stages())}};
+    const nlohmann::json back = plan_to_json(*plan, g.stages());
     expect(plan_from_json(back, g.stages(), edges_per_stage(g), "again.json") == *plan, "a plan reads back");
     const Device device = load_device("a100-80gb");
     const Report r = simulate(g, device, device.memory_bytes, *plan);

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "actmem/cost_graph.h"
+#include "actmem/error.h"
 
 namespace actmem {
 namespace {
@@ -22,32 +23,26 @@ class GraphCastBuilder {
       : m_(m), run_(run), b_(m, run, stage_names(m)), act_bytes_(element_bytes(run.dtype)) {}
 
   CostGraph build() {
-    const TensorId grid_features = input("grid_features", m_.grid_nodes * run_.batch, m_.grid_input_features, act_bytes_);
-    const TensorId mesh_features = input("mesh_features", m_.mesh_nodes * run_.batch, m_.mesh_input_features, act_bytes_);
-    const TensorId g2m_features = input("grid2mesh_edge_features", m_.grid2mesh_edges * run_.batch, m_.edge_features, act_bytes_);
-    const TensorId mesh_edge_features = input("mesh_edge_features", m_.mesh_edges * run_.batch, m_.edge_features, act_bytes_);
-    const TensorId m2g_features = input("mesh2grid_edge_features", m_.mesh2grid_edges * run_.batch, m_.edge_features, act_bytes_);
-    g2m_ = {input("grid2mesh_senders", m_.grid2mesh_edges, 1, 8), input("grid2mesh_receivers", m_.grid2mesh_edges, 1, 8)};
-    mesh_ = {input("mesh_senders", m_.mesh_edges, 1, 8), input("mesh_receivers", m_.mesh_edges, 1, 8)};
-    m2g_ = {input("mesh2grid_senders", m_.mesh2grid_edges, 1, 8), input("mesh2grid_receivers", m_.mesh2grid_edges, 1, 8)};
+    const StepInputs in = run_.framework == Framework::jax ? jax_inputs() : pytorch_inputs();
     make_parameters();
 
-    TensorId step_input = grid_features;
+    TensorId carry = in.grid;
     for (int step = 0; step < static_cast<int>(run_.rollout); ++step) {
       step_ = step;
-      const TensorId prediction =
-          network(step_input, mesh_features, g2m_features, mesh_edge_features, m2g_features);
+      // JAX: the step's grid input is assembled from the carried frames,
+      // the forcings at the target time and the static channels.
+      const TensorId forcing =
+          in.frames ? input(fmt::format("forcings.{}", step), m_.grid_nodes * run_.batch, kForcings, 4) : -1;
+      std::vector<TensorId> grid_parts{carry};
+      if (in.frames) grid_parts = {carry, forcing, in.statics};
+      const TensorId prediction = network(grid_parts, in);
       stage_ = loss_stage();
-      const TensorId target = input(fmt::format("target.{}", step), m_.grid_nodes * run_.batch, m_.output_features, act_bytes_);
+      const TensorId target = input(fmt::format("target.{}", step), m_.grid_nodes * run_.batch, m_.output_features,
+                                    in.frames ? 4 : act_bytes_);
       const TensorId loss = activation("loss", 1, 1, 4);
       emit(OpKind::mse_loss, "loss", {prediction, target}, {loss}, 3.0 * rows_cols(prediction),
            3.0 * rows_cols(prediction));
-      if (step + 1 < run_.rollout) {
-        // The next step's grid input: the prediction and the (static) forcings.
-        const TensorId next = activation("next_grid_input", m_.grid_nodes * run_.batch, m_.grid_input_features, act_bytes_);
-        emit(OpKind::next_input, "next_input", {prediction, grid_features}, {next}, 0, 0);
-        step_input = next;
-      }
+      if (step + 1 < run_.rollout) carry = next_input(prediction, carry, forcing, in);
     }
     return b_.finish();
   }
@@ -56,6 +51,79 @@ class GraphCastBuilder {
   struct Edges {
     TensorId senders, receivers;
   };
+  // The model inputs of a step. PyTorch (the reference of
+  // integrations/pytorch): features in the activation dtype, one per sample,
+  // int64 indices; the grid input is the step's whole grid feature tensor.
+  // JAX (DeepMind's autoregressive predictor, integrations/jax): float32
+  // data, int32 indices, graph features shared by the batch; `grid` is the
+  // two input frames (the scan carry) and `frames` is set.
+  struct StepInputs {
+    TensorId grid = -1, mesh = -1, g2m = -1, mesh_edges = -1, m2g = -1;
+    TensorId statics = -1;  // JAX: static and position channels per grid node
+    bool frames = false;
+  };
+  static constexpr std::int64_t kForcings = 5;  // forcing channels at the target time
+  static constexpr std::int64_t kStatic = 5;    // 2 static + 3 position channels
+  static constexpr std::int64_t kFrames = 2;    // input frames
+
+  StepInputs pytorch_inputs() {
+    StepInputs in;
+    in.grid = input("grid_features", m_.grid_nodes * run_.batch, m_.grid_input_features, act_bytes_);
+    in.mesh = input("mesh_features", m_.mesh_nodes * run_.batch, m_.mesh_input_features, act_bytes_);
+    in.g2m = input("grid2mesh_edge_features", m_.grid2mesh_edges * run_.batch, m_.edge_features, act_bytes_);
+    in.mesh_edges = input("mesh_edge_features", m_.mesh_edges * run_.batch, m_.edge_features, act_bytes_);
+    in.m2g = input("mesh2grid_edge_features", m_.mesh2grid_edges * run_.batch, m_.edge_features, act_bytes_);
+    g2m_ = {input("grid2mesh_senders", m_.grid2mesh_edges, 1, 8), input("grid2mesh_receivers", m_.grid2mesh_edges, 1, 8)};
+    mesh_ = {input("mesh_senders", m_.mesh_edges, 1, 8), input("mesh_receivers", m_.mesh_edges, 1, 8)};
+    m2g_ = {input("mesh2grid_senders", m_.mesh2grid_edges, 1, 8), input("mesh2grid_receivers", m_.mesh2grid_edges, 1, 8)};
+    return in;
+  }
+
+  StepInputs jax_inputs() {
+    StepInputs in;
+    in.frames = true;
+    in.grid = input("frames", m_.grid_nodes * run_.batch, kFrames * time_channels(), 4);
+    in.statics = input("static_features", m_.grid_nodes, kStatic, 4);
+    in.mesh = input("mesh_features", m_.mesh_nodes, m_.mesh_input_features, 4);
+    in.g2m = input("grid2mesh_edge_features", m_.grid2mesh_edges, m_.edge_features, 4);
+    in.mesh_edges = input("mesh_edge_features", m_.mesh_edges, m_.edge_features, 4);
+    in.m2g = input("mesh2grid_edge_features", m_.mesh2grid_edges, m_.edge_features, 4);
+    g2m_ = {input("grid2mesh_senders", m_.grid2mesh_edges, 1, 4), input("grid2mesh_receivers", m_.grid2mesh_edges, 1, 4)};
+    mesh_ = {input("mesh_senders", m_.mesh_edges, 1, 4), input("mesh_receivers", m_.mesh_edges, 1, 4)};
+    m2g_ = {input("mesh2grid_senders", m_.mesh2grid_edges, 1, 4), input("mesh2grid_receivers", m_.mesh2grid_edges, 1, 4)};
+    return in;
+  }
+
+  // C_t, the channels of one input frame: grid_input_features = 2 C_t +
+  // forcings at the target time + static and position channels.
+  std::int64_t time_channels() const {
+    const std::int64_t c = (m_.grid_input_features - kForcings - kStatic) / kFrames;
+    if ((m_.grid_input_features - kForcings - kStatic) % kFrames != 0 || c < kForcings)
+      throw InputError(m_.name, "/grid_input_features",
+                       fmt::format("for framework jax, expected 2 x C_t + {} (two input frames of C_t >= {} "
+                                   "channels, {} forcings, {} static and position channels), got {}",
+                                   kForcings + kStatic, kForcings, kForcings, kStatic, m_.grid_input_features));
+    if (m_.output_features < c - kForcings)
+      throw InputError(m_.name, "/output_features",
+                       fmt::format("for framework jax, expected at least C_t - {} = {} predicted channels, got {}",
+                                   kForcings, c - kForcings, m_.output_features));
+    return c;
+  }
+
+  // The next step's grid input. PyTorch: the prediction and the (static)
+  // forcings, read from the first step's grid features. JAX: the next carry, (frame 1, prediction's state channels +
+  // forcings at the target time), float32.
+  TensorId next_input(TensorId prediction, TensorId carry, TensorId forcing, const StepInputs& in) {
+    if (!in.frames) {
+      const TensorId next =
+          activation("next_grid_input", m_.grid_nodes * run_.batch, m_.grid_input_features, act_bytes_);
+      emit(OpKind::next_input, "next_input", {prediction, in.grid}, {next}, 0, 0);
+      return next;
+    }
+    const TensorId next = activation("next_frames", m_.grid_nodes * run_.batch, kFrames * time_channels(), 4);
+    emit(OpKind::next_input, "next_input", {prediction, carry, forcing}, {next}, 0, 0);
+    return next;
+  }
   // Weights of one MLP: per layer {weight, bias}, then optional LayerNorm {scale, offset}.
   struct MlpParameters {
     std::vector<std::pair<TensorId, TensorId>> layers;
@@ -140,8 +208,10 @@ class GraphCastBuilder {
   }
 
   // x → [linear → silu] × hidden → linear → (layer_norm). Returns the output.
-  TensorId mlp(const std::string& name, TensorId x, const MlpParameters& p) {
-    const std::int64_t rows = tensor(x).rows;
+  // `rows`: the rows it runs on when x is shared by the batch (broadcast
+  // inside the first linear); default x's.
+  TensorId mlp(const std::string& name, TensorId x, const MlpParameters& p, std::int64_t rows = -1) {
+    if (rows < 0) rows = tensor(x).rows;
     TensorId h = x;
     for (std::size_t layer = 0; layer < p.layers.size(); ++layer) {
       const auto [w, bias] = p.layers[layer];
@@ -170,9 +240,14 @@ class GraphCastBuilder {
     return out;
   }
 
-  TensorId concat(const std::string& name, std::vector<TensorId> parts) {
-    std::int64_t cols = 0;
-    for (TensorId t : parts) cols += tensor(t).cols;
+  // Parts along the feature axis, in the activation dtype; `cols` < 0: the
+  // parts' total (a part shared by the batch is broadcast to the rows of
+  // the first).
+  TensorId concat(const std::string& name, std::vector<TensorId> parts, std::int64_t cols = -1) {
+    if (cols < 0) {
+      cols = 0;
+      for (TensorId t : parts) cols += tensor(t).cols;
+    }
     const TensorId out = activation(name, tensor(parts.front()).rows, cols, act_bytes_);
     emit(OpKind::concat, name, std::move(parts), {out}, 0, 0);
     return out;
@@ -206,13 +281,14 @@ class GraphCastBuilder {
     return {updated, aggregated};
   }
 
-  TensorId network(TensorId grid_features, TensorId mesh_features, TensorId g2m_features, TensorId mesh_edge_features,
-                   TensorId m2g_features) {
+  TensorId network(const std::vector<TensorId>& grid_parts, const StepInputs& in) {
     // encoder: embedders, grid2mesh message passing, grid-node update.
     stage_ = 0;
+    const TensorId grid_features =
+        grid_parts.size() == 1 ? grid_parts.front() : concat("grid_input", grid_parts, m_.grid_input_features);
     TensorId v_grid = mlp("grid_node_embed", grid_features, enc_grid_embed_);
-    TensorId v_mesh = mlp("mesh_node_embed", mesh_features, enc_mesh_embed_);
-    const TensorId e_g2m = mlp("edge_embed", g2m_features, enc_edge_embed_);
+    TensorId v_mesh = mlp("mesh_node_embed", in.mesh, enc_mesh_embed_, m_.mesh_nodes * run_.batch);
+    const TensorId e_g2m = mlp("edge_embed", in.g2m, enc_edge_embed_, m_.grid2mesh_edges * run_.batch);
     const bool float32_sum = run_.framework == Framework::jax && run_.dtype != DType::float32;
     const auto [unused_edges, agg_mesh] =
         message_passing(e_g2m, v_grid, v_mesh, g2m_, m_.mesh_nodes, enc_edge_mlp_, float32_sum);
@@ -223,7 +299,7 @@ class GraphCastBuilder {
     v_grid = add("grid_node_residual", v_grid, grid_update);
 
     stage_ = 1;
-    TensorId e_mesh = mlp("edge_embed", mesh_edge_features, mesh_edge_embed_);
+    TensorId e_mesh = mlp("edge_embed", in.mesh_edges, mesh_edge_embed_, m_.mesh_edges * run_.batch);
 
     for (std::int64_t k = 0; k < m_.processor_steps; ++k) {
       stage_ = static_cast<int>(2 + k);
@@ -236,7 +312,7 @@ class GraphCastBuilder {
     }
 
     stage_ = static_cast<int>(2 + m_.processor_steps);
-    const TensorId e_m2g = mlp("edge_embed", m2g_features, dec_edge_embed_);
+    const TensorId e_m2g = mlp("edge_embed", in.m2g, dec_edge_embed_, m_.mesh2grid_edges * run_.batch);
     const auto [unused_m2g, agg_grid] =
         message_passing(e_m2g, v_mesh, v_grid, m2g_, m_.grid_nodes, dec_edge_mlp_, false);
     (void)unused_m2g;

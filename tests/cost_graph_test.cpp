@@ -60,19 +60,29 @@ TEST_SUITE("cost graph") {
     CHECK(g.stage_name(6) == "loss");
   }
 
-  TEST_CASE("cost graph: batch scales node and edge tensors but not index arrays or parameters") {
-    RunOptions run;
-    const CostGraph one = CostGraph::build(testing::tiny_model(), run);
-    run.batch = 3;
-    const CostGraph three = CostGraph::build(testing::tiny_model(), run);
-    REQUIRE(one.tensors().size() == three.tensors().size());
-    for (std::size_t t = 0; t < one.tensors().size(); ++t) {
-      const Tensor& a = one.tensor(static_cast<TensorId>(t));
-      const Tensor& b = three.tensor(static_cast<TensorId>(t));
-      CAPTURE(a.name);
-      const bool index_array = a.role == TensorRole::input && a.element_bytes == 8;
-      const bool shared = a.role == TensorRole::parameter || index_array || a.name.ends_with("loss");
-      CHECK(b.bytes() == (shared ? a.bytes() : 3 * a.bytes()));
+  TEST_CASE("cost graph: batch scales node and edge tensors but not what the batch shares") {
+    // PyTorch (integrations/pytorch) shares the index arrays; JAX
+    // (integrations/jax) shares every graph input: the static channels,
+    // the mesh and edge features and the index arrays.
+    for (Framework framework : {Framework::pytorch, Framework::jax}) {
+      RunOptions run;
+      run.framework = framework;
+      const CostGraph one = CostGraph::build(testing::tiny_model(), run);
+      run.batch = 3;
+      const CostGraph three = CostGraph::build(testing::tiny_model(), run);
+      REQUIRE(one.tensors().size() == three.tensors().size());
+      for (std::size_t t = 0; t < one.tensors().size(); ++t) {
+        const Tensor& a = one.tensor(static_cast<TensorId>(t));
+        const Tensor& b = three.tensor(static_cast<TensorId>(t));
+        CAPTURE(a.name);
+        const bool per_sample_input = framework == Framework::pytorch
+                                          ? a.element_bytes != 8
+                                          : a.name == "frames" || a.name.starts_with("forcings.") ||
+                                                a.name.starts_with("target.");
+        const bool shared = a.role == TensorRole::parameter || (a.role == TensorRole::input && !per_sample_input) ||
+                            a.name.ends_with("loss");
+        CHECK(b.bytes() == (shared ? a.bytes() : 3 * a.bytes()));
+      }
     }
   }
 }

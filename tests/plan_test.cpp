@@ -34,8 +34,7 @@ TEST_SUITE("plan") {
     CHECK(p.checkpoints[1].inner.size() == 1);
     CHECK(p.edge_blocks[0] == 7);
     CHECK(p.edge_blocks[3] == 3);
-    const nlohmann::json back{{"checkpoints", checkpoints_to_json(p.checkpoints, tiny_graph().stages())},
-                              {"edge_blocks", edge_blocks_to_json(p, tiny_graph().stages())}};
+    const nlohmann::json back = plan_to_json(p, tiny_graph().stages());
     CHECK(plan_from_json(back, tiny_graph().stages(), edges_per_stage(tiny_graph()), "back") == p);
   }
 

@@ -80,6 +80,11 @@ std::vector<std::vector<Region>> all_structures(int n, bool nested) {
   return all;
 }
 
+// Whether each rollout step runs under a checkpoint: a choice at rollout > 1.
+std::vector<bool> step_checkpoint_choices(const CostGraph& g) {
+  return g.run().rollout > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false};
+}
+
 // The stages with an edge update (whose block count is a choice).
 std::vector<int> stages_with_edges(const CostGraph& g) {
   const auto edges = edges_per_stage(g);
@@ -150,7 +155,8 @@ TEST_SUITE("solver") {
     std::mt19937 rng(7);
     for (const RunCase& c : kRuns)
       for (std::int64_t processor_steps : {3, 6}) {
-        CAPTURE(c.name);
+        const std::string run_name = c.name;
+        CAPTURE(run_name);
         CAPTURE(processor_steps);
         const CostGraph g = graph_for(testing::tiny_model(processor_steps), c);
         detail::ChainModel model(g, device);
@@ -214,8 +220,11 @@ TEST_SUITE("solver") {
             p.edge_blocks[static_cast<std::size_t>(s)] = options.block_choices[rest % 3];
             rest /= 3;
           }
-          const Report r = simulate(g, device, device.memory_bytes, p);
-          plans.emplace_back(r.peak_bytes, r.step_time_s);
+          for (bool step : step_checkpoint_choices(g)) {
+            p.step_checkpoint = step;
+            const Report r = simulate(g, device, device.memory_bytes, p);
+            plans.emplace_back(r.peak_bytes, r.step_time_s);
+          }
         }
       std::int64_t least = plans.front().first, most = plans.front().first;
       for (const auto& [peak, time] : plans) {
@@ -253,9 +262,12 @@ TEST_SUITE("solver") {
           p.checkpoints = regions;
           for (std::size_t i = 0; i < edge_stages.size(); ++i)
             p.edge_blocks[static_cast<std::size_t>(edge_stages[i])] = (k >> i) & 1 ? 2 : 1;
-          const Report r = simulate(g, device, device.memory_bytes, p);
-          plans.emplace_back(r.peak_bytes, r.step_time_s);
-          if (!nested && (least_flat < 0 || r.peak_bytes < least_flat)) least_flat = r.peak_bytes;
+          for (bool step : step_checkpoint_choices(g)) {
+            p.step_checkpoint = step;
+            const Report r = simulate(g, device, device.memory_bytes, p);
+            plans.emplace_back(r.peak_bytes, r.step_time_s);
+            if (!nested && (least_flat < 0 || r.peak_bytes < least_flat)) least_flat = r.peak_bytes;
+          }
         }
       }
       std::int64_t least = plans.front().first, most = plans.front().first;

@@ -79,7 +79,7 @@ void check_all_equal(const std::vector<std::string>& serial, const std::vector<s
 }
 
 std::string plan_key(const Plan& plan, const CostGraph& graph) {
-  return checkpoints_to_json(plan.checkpoints, graph.stages()).dump() + edge_blocks_to_json(plan, graph.stages()).dump();
+  return plan_to_json(plan, graph.stages()).dump();
 }
 
 RunOptions pytorch_run() {

@@ -178,11 +178,6 @@ std::vector<Candidate> deepmind_candidates(const CostGraph& g, const std::vector
   return out;
 }
 
-nlohmann::json regions_with_blocks(const CostGraph& g, const Plan& plan) {
-  return nlohmann::json{{"checkpoints", checkpoints_to_json(plan.checkpoints, g.stages())},
-                        {"edge_blocks", edge_blocks_to_json(plan, g.stages())}};
-}
-
 }  // namespace
 
 nlohmann::json trainer_exports(const CostGraph& g, const Device& d, std::int64_t budget, const Plan& plan,
@@ -190,7 +185,7 @@ nlohmann::json trainer_exports(const CostGraph& g, const Device& d, std::int64_t
   const std::vector<std::int64_t> edges = edges_per_stage(g);
   nlohmann::json exports;
 
-  nlohmann::json pytorch = regions_with_blocks(g, plan);
+  nlohmann::json pytorch = plan_to_json(plan, g.stages());
   pytorch["function"] = "torch.utils.checkpoint.checkpoint";
   pytorch["use_reentrant"] = false;
   pytorch["exact"] = true;
@@ -198,7 +193,7 @@ nlohmann::json trainer_exports(const CostGraph& g, const Device& d, std::int64_t
   pytorch["note"] = "each region (and each edge block) runs under one checkpoint call; integrations/pytorch applies this";
   exports["pytorch"] = pytorch;
 
-  nlohmann::json jax = regions_with_blocks(g, plan);
+  nlohmann::json jax = plan_to_json(plan, g.stages());
   jax["function"] = "jax.checkpoint";
   jax["policy"] = "jax.checkpoint_policies.nothing_saveable";
   jax["exact"] = true;

@@ -8,6 +8,7 @@
 #include "actmem/grid_mesh_connectivity.h"
 #include "actmem/icosahedral_mesh.h"
 #include "actmem/lat_lon_grid.h"
+#include "actmem/progress.h"
 
 namespace actmem {
 
@@ -22,16 +23,20 @@ GraphGeometry analyze_graph_geometry(const GeometrySpec& spec) {
   const LatLonGrid grid(spec.resolution_deg);
   if (std::string problem = radius_fraction_problem(spec.radius_query_fraction); !problem.empty())
     throw InputError("--radius-fraction", "", std::move(problem));
+  constexpr int kSteps = 5;
+  report_progress("geometry: icosahedral multi-mesh", 1, kSteps);
   const IcosahedralMultiMesh mesh = build_icosahedral_multimesh(spec.mesh_level);
 
   GraphGeometry out;
   out.spec = spec;
+  report_progress("geometry: lat-lon grid", 2, kSteps);
   const std::vector<Vec3> grid_points = grid.points();
   const std::size_t grid_count = grid_points.size();
   const std::size_t mesh_count = mesh.vertices.size();
   out.counts.grid_nodes = static_cast<std::int64_t>(grid_count);
   out.counts.mesh_nodes = static_cast<std::int64_t>(mesh_count);
 
+  report_progress("geometry: mesh edges", 3, kSteps);
   const std::vector<MeshEdge> mesh_edges = multimesh_edges(mesh);
   out.counts.mesh_edges = static_cast<std::int64_t>(mesh_edges.size());
   out.mesh_in = summarize_degrees(count_degrees(mesh_count, mesh_edges, [](const MeshEdge& e) { return e.receiver; }));
@@ -39,6 +44,7 @@ GraphGeometry analyze_graph_geometry(const GeometrySpec& spec) {
   // The reference multiplies the float32 longest edge by the fraction in float64.
   out.longest_mesh_edge = longest_finest_edge(mesh);
   out.radius = out.longest_mesh_edge * spec.radius_query_fraction;
+  report_progress("geometry: grid2mesh radius query", 4, kSteps);
   const std::vector<GridMeshPair> grid2mesh = radius_query_pairs(grid_points, mesh.vertices, out.radius);
   out.counts.grid2mesh_edges = static_cast<std::int64_t>(grid2mesh.size());
   out.grid2mesh_mesh_in =
@@ -46,6 +52,7 @@ GraphGeometry analyze_graph_geometry(const GeometrySpec& spec) {
   out.grid2mesh_grid_out =
       summarize_degrees(count_degrees(grid_count, grid2mesh, [](const GridMeshPair& e) { return e.grid; }));
 
+  report_progress("geometry: mesh2grid containing faces", 5, kSteps);
   const ContainingFaces located = containing_faces(grid_points, mesh.vertices, mesh.finest_faces());
   out.counts.mesh2grid_edges = 3 * static_cast<std::int64_t>(grid_count);
   out.grid_points_on_shared_boundary = located.points_on_shared_boundary;

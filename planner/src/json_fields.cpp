@@ -95,6 +95,12 @@ std::int64_t FieldReader::non_negative_int(std::string_view key, std::int64_t ma
   return positive_int(key, max);
 }
 
+bool FieldReader::boolean(std::string_view key) const {
+  const nlohmann::json& v = value(key);
+  if (!v.is_boolean()) fail(key, "expected true or false, got " + describe(v));
+  return v.get<bool>();
+}
+
 double FieldReader::positive_number(std::string_view key) const {
   const nlohmann::json& v = value(key);
   if (!v.is_number() || !(v.get<double>() > 0.0)) fail(key, "expected a positive number, got " + describe(v));

@@ -38,6 +38,7 @@ class FieldReader {
   std::optional<double> optional_positive_number(std::string_view key) const;
   // A number within [min, max].
   double number_in(std::string_view key, double min, double max) const;
+  bool boolean(std::string_view key) const;
   std::string string(std::string_view key) const;
   std::optional<std::string> optional_string(std::string_view key) const;
   // A string printed to terminals (a model or device name): one printable

@@ -63,6 +63,15 @@ void MemoryMachine::release(int id) {
   free_slots_.push_back(id);
 }
 
+std::vector<PeakBuffer> MemoryMachine::live_buffers() const {
+  static const char* const kNames[] = {"activations", "gradients", "workspace"};
+  std::vector<PeakBuffer> out;
+  for (const Buffer& b : buffers_)
+    if (b.refs > 0) out.push_back({b.tensor >= 0 ? tensor(b.tensor).name : std::string{}, kNames[b.category], b.bytes});
+  std::stable_sort(out.begin(), out.end(), [](const PeakBuffer& a, const PeakBuffer& b) { return a.bytes > b.bytes; });
+  return out;
+}
+
 // References let go by blocks run in bulk, which are never the last.
 void MemoryMachine::drop_references(int id, std::int64_t count) {
   Buffer& b = buffer(id);
@@ -196,13 +205,12 @@ void MemoryMachine::forward_op(OpId id, bool saving, std::int64_t block_rows, in
       if (rule.saved_outputs & (1u << i)) save(op.outputs[i], saved);
     saved_.push_back(std::move(saved));
   }
-  for (TensorId t : op.inputs) {
-    if (!made_here(t) || current(t) < 0) continue;
-    if (!block_internal_[static_cast<std::size_t>(t)]) --uses_[static_cast<std::size_t>(t)];
-    release(current(t));
-  }
-  // The caller holds each loss until the backward pass starts from it.
-  if (op.kind == OpKind::mse_loss && current(op.outputs.front()) >= 0) {
+  // A fused op reads its inputs when its consumer runs (release_input()).
+  if (rule.output_materialized)
+    for (TensorId t : op.inputs) release_input(t);
+  // The caller holds each loss until the backward pass starts from it (a
+  // recomputed loss is not handed to the caller).
+  if (op.kind == OpKind::mse_loss && pass != Pass::recompute && current(op.outputs.front()) >= 0) {
     retain(current(op.outputs.front()));
     losses_.push_back(current(op.outputs.front()));
   }
@@ -211,7 +219,25 @@ void MemoryMachine::forward_op(OpId id, bool saving, std::int64_t block_rows, in
     if (current(t) >= 0) release(current(t));
 }
 
+// One use of an op's input is over. A fused input was never materialised:
+// its producer's inputs are read now, inside the consumer's kernel.
+void MemoryMachine::release_input(TensorId t) {
+  if (made_fused(t)) {
+    for (TensorId u : g_.op(g_.producer(t)).inputs) release_input(u);
+    return;
+  }
+  if (!made_here(t) || current(t) < 0) return;
+  if (!block_internal_[static_cast<std::size_t>(t)]) --uses_[static_cast<std::size_t>(t)];
+  release(current(t));
+}
+
+// Keeps t for the backward pass; a fused t is recomputed there from its
+// producer's inputs, so those are kept instead.
 void MemoryMachine::save(TensorId t, std::vector<int>& saved) {
+  if (made_fused(t)) {
+    for (TensorId u : g_.op(g_.producer(t)).inputs) save(u, saved);
+    return;
+  }
   const int b = current(t);
   if (b < 0 || tensor(t).role != TensorRole::activation) return;
   retain(b);
@@ -364,38 +390,7 @@ void MemoryMachine::backward_op(OpId id, std::int64_t block_rows, int block) {
     on_backward(op, block_scale(op, block_rows));
     std::int64_t transient = 0;
     contributions_.clear();
-    for (std::size_t i = 0; i < op.inputs.size(); ++i) {
-      const TensorId t = op.inputs[i];
-      const Tensor& x = tensor(t);
-      if (!x.requires_grad) continue;
-      if (x.role == TensorRole::parameter) {
-        if (!param_grad_done_[static_cast<std::size_t>(t)]) {
-          param_grad_done_[static_cast<std::size_t>(t)] = 1;
-          allocate(x.bytes(), kGradients, 1);  // resident until the optimizer step
-        } else {
-          // Computed, then summed: in place (XLA), or out of place with
-          // old, new and sum alive together (PyTorch).
-          transient += x.bytes() * (profile_.accumulate_out_of_place ? 2 : 1);
-        }
-        continue;
-      }
-      // A slice of the output's gradient is a view of it (PyTorch), or,
-      // where slices are copies (XLA), a buffer of its own unless the
-      // input was fused into this op and never materialised.
-      const bool alias =
-          rule.grads_alias_output && (!rule.grads_are_slices || profile_.slices_are_views || made_fused(t));
-      // A block's slice of a whole tensor (the edge latent it reads).
-      const bool sliced = block_rows > 0 && rule.grads_are_slices && !block_internal_[static_cast<std::size_t>(t)];
-      int c;
-      if (alias) {
-        c = grad(op.outputs.front());
-        if (c < 0) continue;
-        retain(c);
-      } else {
-        c = allocate(sliced ? block_rows * x.cols * x.element_bytes : bytes_of(t, block_rows), kGradients, 1);
-      }
-      contributions_.push_back({t, c, sliced});
-    }
+    for (TensorId t : op.inputs) transient += input_gradient(op, rule, t, block_rows);
     if (rule.backward_scratch_copies > 0)
       transient += rule.backward_scratch_copies * bytes_of(op.inputs.front(), block_rows);
     live_[kWorkspace] += transient;
@@ -408,6 +403,61 @@ void MemoryMachine::backward_op(OpId id, std::int64_t block_rows, int block) {
     grad(t) = -1;
   }
   for (int b : saved) release(b);
+}
+
+// The gradient of one input of `op` (rule: op's): a parameter gradient, or
+// a contribution to an activation's gradient (contributions_). Returns the
+// bytes alive only inside the op (a parameter gradient being summed).
+std::int64_t MemoryMachine::input_gradient(const Op& op, const OpMemoryRule& rule, TensorId t,
+                                           std::int64_t block_rows) {
+  const Tensor& x = tensor(t);
+  if (!x.requires_grad) return 0;
+  if (x.role == TensorRole::parameter) {
+    if (!param_grad_done_[static_cast<std::size_t>(t)]) {
+      param_grad_done_[static_cast<std::size_t>(t)] = 1;
+      allocate(x.bytes(), kGradients, 1, t);  // resident until the optimizer step
+      return 0;
+    }
+    // Computed, then summed: in place (XLA), or out of place with old, new
+    // and sum alive together (PyTorch).
+    return x.bytes() * (profile_.accumulate_out_of_place ? 2 : 1);
+  }
+  // A fused input was never materialised. A fused concat's gradient is one
+  // buffer of its size, and its parts' gradients are slices of it, read
+  // where they are consumed; through any other fused producer the kernel
+  // hands gradients to the producer's inputs directly.
+  if (made_fused(t)) {
+    const Op& producer = g_.op(g_.producer(t));
+    const OpMemoryRule& producer_rule = profile_.rule(producer.kind);
+    if (!producer_rule.grads_are_slices) {
+      std::int64_t transient = 0;
+      for (TensorId u : producer.inputs) transient += input_gradient(producer, producer_rule, u, block_rows);
+      return transient;
+    }
+    const int whole = allocate(bytes_of(t, block_rows), kGradients, 1, t);
+    for (TensorId u : producer.inputs) {
+      if (!tensor(u).requires_grad) continue;
+      retain(whole);
+      contributions_.push_back({u, whole, block_rows > 0 && !block_internal_[static_cast<std::size_t>(u)]});
+    }
+    release(whole);
+    return 0;
+  }
+  // A slice of the output's gradient is a view of it (PyTorch), or, where
+  // slices are copies (XLA), a buffer of its own.
+  const bool alias = rule.grads_alias_output && (!rule.grads_are_slices || profile_.slices_are_views);
+  // A block's slice of a whole tensor (the edge latent it reads).
+  const bool sliced = block_rows > 0 && rule.grads_are_slices && !block_internal_[static_cast<std::size_t>(t)];
+  int c;
+  if (alias) {
+    c = grad(op.outputs.front());
+    if (c < 0) return 0;
+    retain(c);
+  } else {
+    c = allocate(sliced ? block_rows * x.cols * x.element_bytes : bytes_of(t, block_rows), kGradients, 1, t);
+  }
+  contributions_.push_back({t, c, sliced});
+  return 0;
 }
 
 // True when t's producer is fused into its consumer (no buffer of its own).
@@ -426,7 +476,7 @@ void MemoryMachine::accumulate(TensorId t, int c, bool sliced) {
     return;
   }
   if (sliced) {
-    const int full = allocate(tensor(t).bytes(), kGradients, 1);
+    const int full = allocate(tensor(t).bytes(), kGradients, 1, t);
     sample_transient();
     release(c);
     c = full;
@@ -440,7 +490,7 @@ void MemoryMachine::accumulate(TensorId t, int c, bool sliced) {
     release(c);
     return;
   }
-  const int sum = allocate(tensor(t).bytes(), kGradients, 1);
+  const int sum = allocate(tensor(t).bytes(), kGradients, 1, t);
   sample_transient();
   release(b);
   release(c);

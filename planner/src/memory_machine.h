@@ -50,7 +50,7 @@ class MemoryMachine {
     std::int64_t bytes = 0;
     int refs = 0;
     Category category = kActivations;
-    TensorId tensor = -1;  // what it holds, for diagnostics (-1: a gradient or scratch)
+    TensorId tensor = -1;  // what it holds or is the gradient of, for diagnostics (-1: scratch)
   };
 
   // ---- hooks ----
@@ -76,6 +76,8 @@ class MemoryMachine {
   void release(int id);
   void retain(int id) { ++buffer(id).refs; }
   std::int64_t live() const { return live_[kActivations] + live_[kGradients] + live_[kWorkspace]; }
+  // Every live buffer, largest first (diagnostics).
+  std::vector<PeakBuffer> live_buffers() const;
 
   int& current(TensorId t) { return current_[static_cast<std::size_t>(t)]; }
   int& grad(TensorId t) { return grad_[static_cast<std::size_t>(t)]; }
@@ -121,6 +123,8 @@ class MemoryMachine {
   double block_scale(const Op& op, std::int64_t block_rows) const;
   void forward_op(OpId id, bool saving, std::int64_t block_rows, int block, Pass pass);
   void save(TensorId t, std::vector<int>& saved);
+  void release_input(TensorId t);
+  std::int64_t input_gradient(const Op& op, const OpMemoryRule& rule, TensorId t, std::int64_t block_rows);
   void forward_blocks(const Item& item, bool saving, Pass pass);
   int skip_forward_blocks(const Item& item, std::int64_t block_rows, std::int64_t count, Pass pass);
   void backward_region(const Item& item, std::int64_t block_rows, int block);

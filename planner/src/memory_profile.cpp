@@ -32,9 +32,13 @@ MemoryProfile memory_profile(Framework framework, DType dtype) {
     p.accumulate_out_of_place = true;
     p.nested_recompute_keeps_outputs = true;
   } else {
-    // XLA fuses the gathers into the concat that consumes them and scatters
-    // into the accumulator in place: neither gets a buffer of its own.
-    rule(p, OpKind::gather).output_materialized = false;
+    // XLA:TPU fuses the concat of an MLP's input into the matmul that
+    // consumes it: never materialised, its parts (materialised gathers) are
+    // kept instead, and its gradient is one buffer of its size whose slices
+    // its parts' gradients are (docs/cost-model.md, J1). The first linear's
+    // fusion writes both its output and SiLU's (J2). The scatter accumulates
+    // in place (no zeros buffer).
+    rule(p, OpKind::concat).output_materialized = false;
     rule(p, OpKind::zeros).output_materialized = false;
     p.accumulate_out_of_place = false;
     p.slices_are_views = false;

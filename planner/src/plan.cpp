@@ -173,6 +173,7 @@ Plan plan_from_json(const nlohmann::json& document, const std::vector<std::strin
   Plan p = empty_plan(stages);
   p.checkpoints = parse_regions(in.value("checkpoints"), stages, source, "/checkpoints", 0,
                                 static_cast<int>(stages.size()) - 1, 1);
+  if (in.has("step_checkpoint")) p.step_checkpoint = in.boolean("step_checkpoint");
   if (in.has("edge_blocks")) {
     const detail::FieldReader blocks(in.value("edge_blocks"), source, "/edge_blocks");
     for (const auto& [stage, value] : in.value("edge_blocks").items()) {
@@ -209,15 +210,18 @@ nlohmann::json checkpoints_to_json(const std::vector<Region>& regions, const std
   return list;
 }
 
-nlohmann::json edge_blocks_to_json(const Plan& plan, const std::vector<std::string>& stages) {
+nlohmann::json plan_to_json(const Plan& plan, const std::vector<std::string>& stages) {
   nlohmann::json blocks = nlohmann::json::object();
   for (std::size_t s = 0; s < stages.size(); ++s)
     if (plan.edge_blocks[s] > 1) blocks[stages[s]] = plan.edge_blocks[s];
-  return blocks;
+  nlohmann::json out{{"checkpoints", checkpoints_to_json(plan.checkpoints, stages)}, {"edge_blocks", std::move(blocks)}};
+  if (plan.step_checkpoint) out["step_checkpoint"] = true;
+  return out;
 }
 
 std::string describe(const Plan& plan, const std::vector<std::string>& stages) {
   std::string text = plan.checkpoints.empty() ? "no checkpoints" : "checkpoints " + describe_regions(plan.checkpoints, stages);
+  if (plan.step_checkpoint) text = "each rollout step checkpointed; inside it " + text;
   std::vector<std::string> blocked;
   for (std::size_t s = 0; s < stages.size(); ++s)
     if (plan.edge_blocks[s] > 1) blocked.push_back(fmt::format("{}×{}", stages[s], plan.edge_blocks[s]));

@@ -12,7 +12,7 @@ namespace actmem {
 PlanDocument plan_document_from_json(const nlohmann::json& document, const std::string& source) {
   const detail::FieldReader in(document, source);
   in.reject_unknown_fields({"format", "version", "model", "run", "device", "budget_bytes", "stages", "checkpoints",
-                            "edge_blocks", "predicted", "exports"});
+                            "edge_blocks", "step_checkpoint", "predicted", "exports"});
   if (in.has("format") && in.string("format") != "actmem.plan")
     in.fail("format", fmt::format("expected \"actmem.plan\", got \"{}\"", in.string("format")));
   if (in.has("version") && in.positive_int("version", 1000) != 1)
@@ -35,7 +35,7 @@ PlanDocument plan_document_from_json(const nlohmann::json& document, const std::
     in.fail("budget_bytes", fmt::format("expected at most the device's memory_bytes ({}), got {}",
                                         d.device->memory_bytes, *d.budget_bytes));
   d.plan = nlohmann::json::object();
-  for (const char* key : {"stages", "checkpoints", "edge_blocks"})
+  for (const char* key : {"stages", "checkpoints", "edge_blocks", "step_checkpoint"})
     if (in.has(key)) d.plan[key] = in.value(key);
   if (!d.plan.contains("checkpoints")) in.fail("checkpoints", "missing required field");
   return d;
@@ -61,17 +61,17 @@ nlohmann::json plan_document_json(const CostGraph& graph, const Device& device, 
                                   const Plan& plan, const Report& predicted, const nlohmann::json& exports) {
   nlohmann::json model = to_json(graph.model());
   model["fingerprint"] = fingerprint(graph.model());
-  return nlohmann::json{{"format", "actmem.plan"},
-                        {"version", 1},
-                        {"model", model},
-                        {"run", to_json(graph.run())},
-                        {"device", to_json(device)},
-                        {"budget_bytes", budget_bytes},
-                        {"stages", graph.stages()},
-                        {"checkpoints", checkpoints_to_json(plan.checkpoints, graph.stages())},
-                        {"edge_blocks", edge_blocks_to_json(plan, graph.stages())},
-                        {"predicted", to_json(predicted)},
-                        {"exports", exports}};
+  nlohmann::json document{{"format", "actmem.plan"},
+                          {"version", 1},
+                          {"model", model},
+                          {"run", to_json(graph.run())},
+                          {"device", to_json(device)},
+                          {"budget_bytes", budget_bytes},
+                          {"stages", graph.stages()},
+                          {"predicted", to_json(predicted)},
+                          {"exports", exports}};
+  document.update(plan_to_json(plan, graph.stages()));
+  return document;
 }
 
 }  // namespace actmem

@@ -42,6 +42,13 @@ nlohmann::json to_json(const Report& r) {
                         {"peak_at", to_json(r.peak_at)}};
 }
 
+nlohmann::json to_json(const std::vector<PeakBuffer>& buffers) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const PeakBuffer& b : buffers)
+    list.push_back({{"tensor", b.tensor}, {"category", b.category}, {"bytes", b.bytes}});
+  return list;
+}
+
 std::string timeline_csv(const Report& r) {
   std::string csv = "index,pass,step,stage,block,op,parameters,gradients,optimizer_state,inputs,activations,workspace,reserved,total\n";
   for (std::size_t i = 0; i < r.timeline.size(); ++i) {

@@ -83,6 +83,16 @@ std::vector<Item> stage_items(const CostGraph& g, const std::vector<OpId>& ops, 
   return items;
 }
 
+// A checkpoint over `children`.
+Item make_region(const CostGraph& g, std::vector<Item> children) {
+  Item r;
+  r.kind = Item::Kind::region;
+  r.children = std::move(children);
+  r.external_inputs = external_inputs(g, r.children);
+  r.outputs = region_outputs(g, r.children);
+  return r;
+}
+
 // Items for stages lo..hi with `regions` (sorted, within lo..hi) wrapped.
 std::vector<Item> wrap(const CostGraph& g, const std::vector<Region>& regions,
                        std::vector<std::vector<Item>>& per_stage, int lo, int hi) {
@@ -90,12 +100,7 @@ std::vector<Item> wrap(const CostGraph& g, const std::vector<Region>& regions,
   auto region = regions.begin();
   for (int s = lo; s <= hi;) {
     if (region != regions.end() && region->from == s) {
-      Item r;
-      r.kind = Item::Kind::region;
-      r.children = wrap(g, region->inner, per_stage, region->from, region->to);
-      r.external_inputs = external_inputs(g, r.children);
-      r.outputs = region_outputs(g, r.children);
-      items.push_back(std::move(r));
+      items.push_back(make_region(g, wrap(g, region->inner, per_stage, region->from, region->to)));
       s = region->to + 1;
       ++region;
       continue;
@@ -139,9 +144,10 @@ Schedule build_schedule(const CostGraph& g, const Plan& plan) {
     }
     std::vector<std::vector<Item>> per_stage(stage_count);
     for (std::size_t s = 0; s < stage_count; ++s) per_stage[s] = stage_items(g, stage_ops[s], edges[s], plan.edge_blocks[s]);
-    for (Item& item : wrap(g, plan.checkpoints, per_stage, 0, static_cast<int>(stage_count) - 1))
-      schedule.items.push_back(std::move(item));
-    for (Item& item : loss) schedule.items.push_back(std::move(item));
+    std::vector<Item> items = wrap(g, plan.checkpoints, per_stage, 0, static_cast<int>(stage_count) - 1);
+    for (Item& item : loss) items.push_back(std::move(item));
+    if (plan.step_checkpoint && g.run().rollout > 1) items = {make_region(g, std::move(items))};
+    for (Item& item : items) schedule.items.push_back(std::move(item));
   }
   return schedule;
 }

@@ -65,6 +65,7 @@ class Simulation : detail::MemoryMachine {
     r.recompute_flops = cost_.recompute_flops;
     r.step_time_s = cost_.time_s;
     r.timeline = std::move(timeline_);
+    r.live_at_peak = std::move(peak_buffers_);
     return r;
   }
 
@@ -118,11 +119,7 @@ class Simulation : detail::MemoryMachine {
     at_ = {pass, step < 0 ? 0 : step, stage < 0 ? std::string{"optimizer"} : g_.stage_name(stage), op, block};
     const std::int64_t dynamic = live_[kActivations] + live_[kGradients] + live_[kWorkspace];
     if (pass != Pass::optimizer) peak_dynamic_ = std::max(peak_dynamic_, dynamic);
-    if (dynamic > peak_total_dynamic_) {
-      peak_total_dynamic_ = dynamic;
-      peak_breakdown_ = live_breakdown();
-      peak_at_ = at_;
-    }
+    if (dynamic > peak_total_dynamic_) new_peak(dynamic);
     if (options_.record_timeline) record(live_breakdown());
   }
   void record(const MemoryBreakdown& live) {
@@ -138,11 +135,13 @@ class Simulation : detail::MemoryMachine {
   void sample_transient() override {
     const std::int64_t dynamic = live_[kActivations] + live_[kGradients] + live_[kWorkspace];
     peak_dynamic_ = std::max(peak_dynamic_, dynamic);
-    if (dynamic > peak_total_dynamic_) {
-      peak_total_dynamic_ = dynamic;
-      peak_breakdown_ = live_breakdown();
-      peak_at_ = at_;
-    }
+    if (dynamic > peak_total_dynamic_) new_peak(dynamic);
+  }
+  void new_peak(std::int64_t dynamic) {
+    peak_total_dynamic_ = dynamic;
+    peak_breakdown_ = live_breakdown();
+    peak_at_ = at_;
+    if (options_.record_peak_buffers) peak_buffers_ = live_buffers();
   }
 
   const Device& device_;
@@ -155,6 +154,7 @@ class Simulation : detail::MemoryMachine {
   MemoryBreakdown peak_breakdown_;
   StepLocation peak_at_, at_;
   std::vector<TimelinePoint> timeline_;
+  std::vector<PeakBuffer> peak_buffers_;
   struct Cost {
     double forward_flops = 0, backward_flops = 0, recompute_flops = 0, time_s = 0;
   };

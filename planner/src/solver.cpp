@@ -29,9 +29,43 @@ detail::SearchSpace space_of(const SolverOptions& options) {
   return space;
 }
 
+// Plans with every rollout step under a checkpoint (rollout > 1): inside
+// the step, the plans of the one-step frontier, each simulated at the full
+// rollout. Under a step checkpoint each step is recomputed alone, so a plan
+// good for one step is good inside it; this part of the space is covered by
+// that frontier, not searched exhaustively (docs/solver.md).
+std::vector<detail::Candidate> step_checkpointed(const CostGraph& graph, const Device& device,
+                                                 const SolverOptions& options) {
+  RunOptions one_step = graph.run();
+  one_step.rollout = 1;
+  const CostGraph step = CostGraph::build(graph.model(), one_step);
+  detail::ChainModel model(step, device);
+  const double none_s = simulate(graph, device, device.memory_bytes, empty_plan(graph.stages())).step_time_s;
+  std::vector<detail::Candidate> out;
+  for (detail::Candidate c : detail::search_frontier(model, space_of(options))) {
+    c.plan.step_checkpoint = true;
+    const Report r = simulate(graph, device, device.memory_bytes, c.plan);
+    c.peak_bytes = r.peak_bytes;
+    c.recompute_s = r.step_time_s - none_s;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+// The search's frontier, with the step-checkpointed plans for rollout > 1,
+// by increasing peak, dominated plans dropped.
 std::vector<detail::Candidate> frontier_of(const CostGraph& graph, const Device& device, const SolverOptions& options) {
   detail::ChainModel model(graph, device);
-  return detail::search_frontier(model, space_of(options));
+  std::vector<detail::Candidate> all = detail::search_frontier(model, space_of(options));
+  if (graph.run().rollout == 1) return all;
+  for (detail::Candidate& c : step_checkpointed(graph, device, options)) all.push_back(std::move(c));
+  std::stable_sort(all.begin(), all.end(), [](const detail::Candidate& a, const detail::Candidate& b) {
+    return a.peak_bytes != b.peak_bytes ? a.peak_bytes < b.peak_bytes : a.recompute_s < b.recompute_s;
+  });
+  std::vector<detail::Candidate> front;
+  for (detail::Candidate& c : all)
+    if (front.empty() || c.recompute_s < front.back().recompute_s) front.push_back(std::move(c));
+  return front;
 }
 
 // The least-peak plan of the frontier, simulated. The model's peaks are

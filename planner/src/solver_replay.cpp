@@ -1,6 +1,7 @@
 #include "solver_replay.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "memory_machine.h"
 
@@ -60,6 +61,41 @@ ReplayGraph::ReplayGraph(const CostGraph& g)
   }
   for (auto& step : incoming)
     for (auto& list : step) std::sort(list.begin(), list.end());
+  find_first_readers();
+}
+
+// A read of t by op c that keeps t for backward: c saves it, or c is fused
+// into a consumer that saves c's output (memory_machine.cpp: save()).
+bool ReplayGraph::read_saves(OpId c, TensorId t) const {
+  const Op& op = graph.op(c);
+  const OpMemoryRule& rule = profile.rule(op.kind);
+  for (std::size_t i = 0; i < op.inputs.size(); ++i)
+    if (op.inputs[i] == t && (rule.saved_inputs & (1u << i))) return true;
+  if (rule.output_materialized) return false;
+  for (OpId d : graph.consumers(op.outputs.front()))
+    if (read_saves(d, op.outputs.front())) return true;
+  return false;
+}
+
+void ReplayGraph::find_first_readers() {
+  first_reader_key.assign(graph.tensors().size(), -1);
+  for (std::size_t t = 0; t < graph.tensors().size(); ++t) {
+    if (graph.tensor(static_cast<TensorId>(t)).role != TensorRole::activation) continue;
+    std::vector<int> readers;
+    for (OpId c : graph.consumers(static_cast<TensorId>(t)))
+      if (op_key[static_cast<std::size_t>(c)] != producer_key[t]) readers.push_back(op_key[static_cast<std::size_t>(c)]);
+    std::sort(readers.begin(), readers.end());
+    readers.erase(std::unique(readers.begin(), readers.end()), readers.end());
+    if (readers.size() < 2) continue;
+    bool saves = false;
+    for (OpId c : graph.consumers(static_cast<TensorId>(t)))
+      saves = saves || (op_key[static_cast<std::size_t>(c)] == readers.front() && read_saves(c, static_cast<TensorId>(t)));
+    // Unplanned-for graphs are refused rather than mispredicted.
+    if (!saves)
+      throw std::logic_error("solver: " + graph.tensor(static_cast<TensorId>(t)).name +
+                             " is read by several stages and its first reader does not keep it");
+    first_reader_key[t] = readers.front();
+  }
 }
 
 namespace {
@@ -104,12 +140,18 @@ class Replay : MemoryMachine {
       if (rg_.producer_key[static_cast<std::size_t>(t)] >= lo) produced_in_[static_cast<std::size_t>(t)] = context_;
     mark_produced(items);
     count_uses(items, 1);
+    // Inputs a later stage of the step also reads: that read is over when
+    // this stage's backward starts (the whole forward pass ran).
+    std::vector<TensorId> read_later;
     for (TensorId t : externals) {
       const int pk = rg_.producer_key[static_cast<std::size_t>(t)];
+      const int first_reader = rg_.first_reader_key[static_cast<std::size_t>(t)];
       int refs = 1;  // made before the context: held by the checkpoint that keeps it
       if (made_here(t)) {
         refs = uses_[static_cast<std::size_t>(t)];
         if (consumed_after(t, self, hi) || pk < held) ++refs;
+        if (first_reader == self && ctx_.original_forward && ctx_.saving) read_later.push_back(t);
+        if (first_reader > pk && first_reader < self) ++refs;  // held by its first reader
       }
       current(t) = allocate(tensor(t).bytes(), kActivations, refs, t);
     }
@@ -134,6 +176,7 @@ class Replay : MemoryMachine {
 
     // Backward: gradients flowing in from later stages; for the loss, its
     // seed (the held loss goes when all seeds exist).
+    for (TensorId t : read_later) release(current(t));
     const std::int64_t prelude = live();
     for (OpId id : ops) {
       const Op& op = g_.op(id);

@@ -94,7 +94,17 @@ struct ReplayGraph {
   // (its producer's position within the step's ops, and output index); -1
   // for inputs and parameters.
   std::vector<int> local_key;
+  // Per tensor read by two or more stages besides its producer's (JAX's
+  // rollout carry: the step's encoder and its next carry): the key of the
+  // first reader, which holds it until its own backward (its read saves it,
+  // or a checkpoint keeps it); -1 otherwise. For a later reader the tensor
+  // is held; the first reader frees it in its backward.
+  std::vector<int> first_reader_key;
   int key(int step, int stage) const { return step * (stage_count + 1) + stage; }
+
+ private:
+  bool read_saves(OpId reader, TensorId t) const;
+  void find_first_readers();
 };
 
 // Replays stage `stage` of rollout step `step` (stage == stage_count: the

@@ -19,9 +19,9 @@ namespace actmem::python {
 namespace {
 
 nlohmann::json plan_json(const Plan& plan, const CostGraph& graph) {
-  return {{"stages", graph.stages()},
-          {"checkpoints", checkpoints_to_json(plan.checkpoints, graph.stages())},
-          {"edge_blocks", edge_blocks_to_json(plan, graph.stages())}};
+  nlohmann::json out = plan_to_json(plan, graph.stages());
+  out["stages"] = graph.stages();
+  return out;
 }
 
 // The timeline as Python values, row by row: never one JSON value of every

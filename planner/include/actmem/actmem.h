@@ -31,6 +31,7 @@
 #include "actmem/plan.h"
 #include "actmem/plan_document.h"
 #include "actmem/plan_json.h"
+#include "actmem/progress.h"
 #include "actmem/report.h"
 #include "actmem/run_options.h"
 #include "actmem/simulator.h"

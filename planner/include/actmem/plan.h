@@ -25,6 +25,12 @@ struct Region {
 struct Plan {
   std::vector<Region> checkpoints;        // sorted, non-overlapping
   std::vector<std::int64_t> edge_blocks;  // per stage; 1 = not blocked
+  // Each rollout step (input assembly, network, loss, next input) runs
+  // under one checkpoint around the regions above: DeepMind's
+  // autoregressive.Predictor(gradient_checkpointing=True). Only the step's
+  // inputs are kept; the step is recomputed in the backward pass. Like
+  // DeepMind's predictor, it does nothing at rollout 1.
+  bool step_checkpoint = false;
   friend bool operator==(const Plan&, const Plan&) = default;
 };
 
@@ -61,9 +67,10 @@ Plan plan_from_json(const nlohmann::json& document, const std::vector<std::strin
 // simulate() checks every plan it is given.
 void validate(const Plan& plan, const std::vector<std::string>& stages, const std::vector<std::int64_t>& edges_per_stage);
 
-// {"checkpoints": [...], "edge_blocks": {...}} with stage names.
+// The plan as in a plan file: {"checkpoints": [...], "edge_blocks": {...}}
+// with stage names, and "step_checkpoint": true when set.
+nlohmann::json plan_to_json(const Plan& plan, const std::vector<std::string>& stages);
 nlohmann::json checkpoints_to_json(const std::vector<Region>& regions, const std::vector<std::string>& stages);
-nlohmann::json edge_blocks_to_json(const Plan& plan, const std::vector<std::string>& stages);
 
 // One line for people: "encoder, decoder, processor.0–2 | blocks encoder×8".
 std::string describe(const Plan& plan, const std::vector<std::string>& stages);

@@ -40,6 +40,14 @@ struct StepLocation {
   int block = -1;      // edge block index, -1 when not in a blocked edge update
 };
 
+// One dynamic buffer live at the peak: an activation, a gradient (of the
+// tensor named) or workspace.
+struct PeakBuffer {
+  std::string tensor;    // the tensor it holds, or whose gradient it is; empty for scratch
+  std::string category;  // "activations", "gradients" or "workspace"
+  std::int64_t bytes = 0;
+};
+
 struct TimelinePoint {
   StepLocation at;
   MemoryBreakdown live;  // excludes nothing: total() is device memory in use
@@ -58,6 +66,7 @@ struct Report {
   double step_time_s = 0;
   StepLocation peak_at;
   std::vector<TimelinePoint> timeline;  // filled only when asked for
+  std::vector<PeakBuffer> live_at_peak;  // largest first; filled only when asked for
 
   // Recompute FLOPs as a fraction of forward + backward FLOPs.
   double recompute_overhead() const {
@@ -68,6 +77,7 @@ struct Report {
 nlohmann::json to_json(const Report& report);
 nlohmann::json to_json(const StepLocation& location);
 nlohmann::json to_json(const MemoryBreakdown& breakdown);
+nlohmann::json to_json(const std::vector<PeakBuffer>& buffers);
 
 // Writes the timeline as CSV: index,pass,step,stage,block,op,<categories>,total.
 std::string timeline_csv(const Report& report);

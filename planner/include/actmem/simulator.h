@@ -27,6 +27,9 @@ struct SimulationOptions {
   // A row per op run; more than kMaxTimelineRows (actmem/limits.h) is an
   // InputError("--timeline", …).
   bool record_timeline = false;
+  // Report::live_at_peak: every buffer live at the peak (costs a scan of
+  // the live buffers at each new peak).
+  bool record_peak_buffers = false;
 };
 
 // Simulates one training step. `budget_bytes` is what fits is judged

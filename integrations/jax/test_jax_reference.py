@@ -1,0 +1,298 @@
+"""Tests of the JAX reference GraphCast, plan application and the judge, on
+tiny hand-made models: real arrays on XLA:CPU, compiles for XLA:CPU and a
+deviceless TPU v4.
+
+Run: .venv-jax/bin/python -m pytest integrations/jax -q
+From a Python without JAX the suite runs itself in the venv
+($ACTMEM_JAX_VENV, default .venv-jax; scripts/install-jax.sh makes it), and
+is skipped when there is none — unless ACTMEM_REQUIRE_JAX=1, then it fails.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import judge  # noqa: E402  (sets the libtpu environment before JAX loads)
+
+HAVE_JAX = judge.MISSING is None
+VENV = os.environ.get("ACTMEM_JAX_VENV", os.path.join(ROOT, ".venv-jax"))
+needs_jax = pytest.mark.skipif(not HAVE_JAX, reason="needs JAX: runs in the venv (test_suite_in_jax_venv)")
+
+TINY = {"architecture": "graphcast", "name": "tiny",
+        "grid_nodes": 40, "mesh_nodes": 12, "grid2mesh_edges": 50, "mesh_edges": 8, "mesh2grid_edges": 80,
+        "latent_size": 8, "mlp_hidden_layers": 1, "processor_steps": 3, "grid_input_features": 22,
+        "mesh_input_features": 3, "edge_features": 4, "output_features": 3}
+
+PLANS = {
+    "none": {},
+    "regions": {"checkpoints": [{"from": "encoder", "to": "encoder"}, {"from": "processor.0", "to": "processor.1"},
+                                {"from": "decoder", "to": "decoder"}]},
+    "nested3": {"checkpoints": [{"from": "mesh_edge_embed", "to": "decoder", "inner": [
+        {"from": "processor.0", "to": "processor.2", "inner": [{"from": "processor.1", "to": "processor.2"}]}]}]},
+    "blocks": {"edge_blocks": {"encoder": 3, "processor.1": 5, "processor.2": 8, "decoder": 2}},
+    "step": {"checkpoints": [{"from": "processor.0", "to": "processor.2"}], "step_checkpoint": True},
+    "everything": {"checkpoints": [{"from": "encoder", "to": "processor.1", "inner": [
+        {"from": "encoder", "to": "encoder"}, {"from": "processor.0", "to": "processor.1", "inner": [
+            {"from": "processor.1", "to": "processor.1"}]}]}, {"from": "decoder", "to": "decoder"}],
+        "edge_blocks": {"encoder": 4, "processor.0": 2, "processor.2": 8, "decoder": 3}, "step_checkpoint": True},
+}
+
+
+@pytest.mark.skipif(HAVE_JAX, reason="this Python has JAX: the tests run here")
+def test_suite_in_jax_venv():
+    python = os.path.join(VENV, "bin", "python")
+    if not os.access(python, os.X_OK):
+        message = f"no JAX venv at {VENV}: run scripts/install-jax.sh"
+        if os.environ.get("ACTMEM_REQUIRE_JAX") == "1":
+            pytest.fail(message + " (ACTMEM_REQUIRE_JAX=1)")
+        pytest.skip(message)
+    done = subprocess.run([python, "-m", "pytest", HERE, "-q", "-p", "no:cacheprovider"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+
+
+# ---------------------------------------------------------------- helpers
+
+def write(tmp_path, name, obj) -> str:
+    path = tmp_path / name
+    path.write_text(json.dumps(obj))
+    return str(path)
+
+
+def make_case(tmp_path, plan: dict, *options) -> "judge.Case":
+    args = judge.parse_args(["--model", write(tmp_path, "tiny.json", TINY), "--plan",
+                             write(tmp_path, "plan.json", plan), "--no-actmem", *options])
+    return judge.make_case(args)
+
+
+def loss_and_grads(case, args):
+    import jax
+    from graphcast_jax import make_loss
+    from plan import network
+    loss = make_loss(case.description, case.run, network(case.plan), case.plan.step_checkpoint)
+    return jax.jit(jax.value_and_grad(loss))(args[0], args[2], args[3])
+
+
+def primitive_of(fn):
+    """The primitive of fn's only equation (fn of one scalar)."""
+    import jax
+    return jax.make_jaxpr(fn)(1.0).eqns[0].primitive
+
+
+def count_primitives(jaxpr, primitive) -> int:
+    """Equations of `primitive` in a (closed) jaxpr, sub-jaxprs included."""
+    from jax.extend.core import jaxprs_in_params
+    eqns = jaxpr.jaxpr.eqns if hasattr(jaxpr, "jaxpr") else jaxpr.eqns
+    return sum((eqn.primitive is primitive) + sum(count_primitives(sub, primitive)
+                                                 for sub in jaxprs_in_params(eqn.params)) for eqn in eqns)
+
+
+# ---------------------------------------------------------------- the model
+
+@needs_jax
+@pytest.mark.parametrize("preset, count", [("graphcast", 36_348_131), ("graphcast-small", 35_979_347)])
+def test_parameter_count_is_actmem_s(preset, count):
+    from graphcast_jax import Description, parameter_count
+    d = Description.from_json(json.load(open(os.path.join(ROOT, "models", "presets", preset + ".json"))), preset)
+    assert parameter_count(d) == count
+    assert d.time_channels == {"graphcast": 232, "graphcast-small": 88}[preset]
+
+
+@needs_jax
+def test_block_bounds_put_the_extra_edges_first():
+    from graphcast_jax import block_bounds
+    assert block_bounds(10, 3) == [(0, 4), (4, 7), (7, 10)]
+    assert block_bounds(5, 5) == [(i, i + 1) for i in range(5)]
+    with pytest.raises(ValueError):
+        block_bounds(5, 6)
+
+
+@needs_jax
+@pytest.mark.parametrize("dtype, optimizer, batch, rollout", [
+    ("float32", "adam", 1, 1), ("bfloat16", "adam", 2, 3), ("bfloat16", "sgd", 1, 2)])
+def test_training_step_runs_and_updates(tmp_path, dtype, optimizer, batch, rollout):
+    import jax
+    import numpy as np
+    from graphcast_jax import DONATED, make_train_step, random_arguments
+    from plan import network
+    case = make_case(tmp_path, PLANS["everything"], "--dtype", dtype, "--optimizer", optimizer,
+                     "--batch", str(batch), "--rollout", str(rollout))
+    args = random_arguments(case.description, case.run)
+    before = jax.tree.map(np.asarray, args[0])
+    step = jax.jit(make_train_step(case.description, case.run, network(case.plan), case.plan.step_checkpoint),
+                   donate_argnums=DONATED)
+    params, opt_state, loss = step(*args)
+    assert np.isfinite(float(loss)) and float(loss) > 0
+    changed = jax.tree.map(lambda a, b: bool(np.any(np.asarray(a) != b)), params, before)
+    assert all(jax.tree.leaves(changed["processor"])) and changed["output"]["linears"][0]["w"]
+    assert not any(jax.tree.leaves(changed["dec_mesh_node"]))  # no op reads it: zero gradients
+    if optimizer == "adam":
+        assert int(opt_state["count"]) == 1
+
+
+@needs_jax
+@pytest.mark.parametrize("name, batch, rollout", [
+    ("regions", 1, 1), ("nested3", 2, 1), ("blocks", 1, 2), ("step", 1, 3), ("step", 2, 2), ("everything", 2, 3)])
+def test_plans_give_the_unplanned_gradients(tmp_path, name, batch, rollout):
+    import jax
+    import numpy as np
+    from graphcast_jax import random_arguments
+    options = ("--dtype", "float32", "--batch", str(batch), "--rollout", str(rollout))
+    planned, plain = make_case(tmp_path, PLANS[name], *options), make_case(tmp_path, {}, *options)
+    args = random_arguments(plain.description, plain.run, seed=3)
+    loss, grads = loss_and_grads(planned, args)
+    ref_loss, ref_grads = loss_and_grads(plain, args)
+    np.testing.assert_allclose(loss, ref_loss, rtol=1e-6)
+    for g, ref in zip(jax.tree.leaves(grads), jax.tree.leaves(ref_grads)):
+        np.testing.assert_allclose(g, ref, rtol=2e-5, atol=1e-6)
+
+
+@needs_jax
+@pytest.mark.parametrize("name, rollout, regions, blocks, scans", [
+    ("none", 1, 0, 0, 0), ("none", 2, 0, 0, 1), ("regions", 2, 3, 0, 1), ("nested3", 1, 3, 0, 0),
+    ("blocks", 1, 0, 3 + 5 + 8 + 2, 0), ("step", 1, 1, 0, 0), ("step", 2, 2, 0, 1),
+    ("everything", 3, 5 + 1, 4 + 2 + 8 + 3, 1)])
+def test_plan_maps_to_checkpoints(tmp_path, name, rollout, regions, blocks, scans):
+    """One jax.checkpoint per region, per edge block and (rollout > 1) per step; scan only for rollout > 1."""
+    import jax
+    from graphcast_jax import argument_shapes, make_loss
+    from plan import network
+    case = make_case(tmp_path, PLANS[name], "--rollout", str(rollout))
+    loss = make_loss(case.description, case.run, network(case.plan), case.plan.step_checkpoint)
+    params, _, data, consts = argument_shapes(case.description, case.run)
+    jaxpr = jax.make_jaxpr(loss)(params, data, consts)
+    checkpoint = primitive_of(jax.checkpoint(lambda x: x * 2))
+    scan = primitive_of(lambda x: jax.lax.scan(lambda c, _: (c, None), x, length=2)[0])
+    assert count_primitives(jaxpr, checkpoint) == regions + blocks
+    assert count_primitives(jaxpr, scan) == scans
+
+
+# ---------------------------------------------------------------- the judge
+
+@needs_jax
+@pytest.mark.parametrize("name, dtype, batch, rollout", [
+    ("none", "bfloat16", 1, 1), ("regions", "bfloat16", 1, 2), ("nested3", "float32", 2, 1),
+    ("blocks", "bfloat16", 1, 3), ("step", "bfloat16", 2, 2), ("everything", "float32", 2, 3)])
+@pytest.mark.parametrize("target", ["cpu", "tpu-v4"])
+def test_every_plan_shape_compiles(tmp_path, target, name, dtype, batch, rollout):
+    case = make_case(tmp_path, PLANS[name], "--dtype", dtype, "--batch", str(batch), "--rollout", str(rollout))
+    r = judge.judge(case, target)
+    assert r["peak_bytes"] == r["temp_bytes"] + r["argument_bytes"] + r["output_bytes"] - r["alias_bytes"]
+    assert r["argument_bytes"] > 0 and r["alias_bytes"] > 0  # donated parameters and moments are aliased
+    if target == "tpu-v4":
+        assert r["fits"] is True and r["device"] == "TPU v4"
+        assert abs(r["available_bytes"] - 30.75 * 2**30) < 0.01 * 2**30
+    else:
+        assert r["fits"] is None
+
+
+MEDIUM = dict(TINY, name="medium", grid_nodes=4000, mesh_nodes=600, grid2mesh_edges=5000, mesh_edges=4000,
+              mesh2grid_edges=8000, latent_size=128, processor_steps=4)
+
+
+@needs_jax
+def test_checkpointing_lowers_xla_s_peak_on_tpu(tmp_path):
+    """Every stage in its own region: only stage boundaries stay, so XLA:TPU's
+    peak must fall well below the plan without checkpoints. (On a program
+    this small XLA:TPU reports temp_bytes 0 and the drop shows in
+    peak_memory_in_bytes; XLA:CPU's temp does not drop at all.)"""
+    model = write(tmp_path, "medium.json", MEDIUM)
+    stages = ["encoder", "mesh_edge_embed"] + [f"processor.{k}" for k in range(4)] + ["decoder"]
+    full = {"checkpoints": [{"from": s, "to": s} for s in stages]}
+    peaks = {}
+    for name, plan in (("none", {}), ("full", full)):
+        args = judge.parse_args(["--model", model, "--plan", write(tmp_path, name + ".json", plan), "--no-actmem"])
+        peaks[name] = judge.judge(judge.make_case(args), "tpu-v4")["peak_memory_in_bytes"]
+    assert peaks["full"] < 0.8 * peaks["none"], peaks
+
+
+@needs_jax
+def test_out_of_memory_messages_are_parsed():
+    g = 2**30
+    assert judge.out_of_memory("RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO "
+                               "temporaries (37.00G) exceeds available HBM (30.75G).") == (37 * g, round(30.75 * g))
+    assert judge.out_of_memory("RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory "
+                               "space hbm. Used 63.80G of 30.75G hbm. Exceeded hbm capacity by 33.05G.") == (
+        round(63.80 * g), round(30.75 * g))
+    assert judge.out_of_memory("INTERNAL: something else") is None
+
+
+@needs_jax
+def test_a_step_too_large_does_not_fit(tmp_path, capsys):
+    """Wide grid latents, no checkpoints: XLA:TPU refuses it; exit 1 with its figures."""
+    huge = dict(TINY, name="huge", grid_nodes=4_000_000, latent_size=512)
+    status = judge.main(["--model", write(tmp_path, "huge.json", huge), "--plan", write(tmp_path, "p.json", {}),
+                         "--no-actmem", "--json"])
+    r = json.loads(capsys.readouterr().out)
+    assert status == 1 and r["fits"] is False and r["temp_bytes"] is None
+    assert r["required_bytes"] > r["available_bytes"] > 30 * 2**30
+
+
+BAD_PLANS = [
+    ({"checkpoints": [{"from": "encoder", "to": "procesor.1"}]}, "/checkpoints/0/to", "expected a stage name"),
+    ({"checkpoints": [{"from": "processor.0", "to": "processor.2"}, {"from": "processor.1", "to": "decoder"}]},
+     "/checkpoints/1", "disjoint"),
+    ({"checkpoints": [{"from": "processor.0", "to": "processor.1", "inner": [
+        {"from": "processor.1", "to": "processor.2"}]}]}, "/checkpoints/0/inner/0", "inside its enclosing region"),
+    ({"checkpoints": [{"from": "encoder", "to": "decoder", "inner": [{"from": "processor.0", "to": "processor.2",
+      "inner": [{"from": "processor.2", "to": "decoder"}]}]}]}, "/checkpoints/0/inner/0/inner/0", "inside"),
+    ({"checkpoints": [{"from": "decoder", "to": "encoder"}]}, "/checkpoints/0", "no later than"),
+    ({"edge_blocks": {"decoder": 81}}, "/edge_blocks/decoder", "1..80"),
+    ({"edge_blocks": {"processor.0": 0}}, "/edge_blocks/processor.0", "1..8"),
+    ({"edge_blocks": {"mesh_edge_embed": 2}}, "/edge_blocks/mesh_edge_embed", "edge update"),
+    ({"step_checkpoint": "yes"}, "/step_checkpoint", "true or false"),
+    ({"stages": ["encoder", "decoder"]}, "/stages", "expected the model's stages"),
+    ({"checkpoint": []}, "/checkpoint", "unknown field"),
+    ({"model": dict(TINY, grid_input_features=23)}, "/model/grid_input_features", "C_t"),
+]
+
+
+@needs_jax
+@pytest.mark.parametrize("plan, pointer, expected", BAD_PLANS)
+def test_bad_plans_are_one_line_errors(tmp_path, capsys, plan, pointer, expected):
+    path = write(tmp_path, "bad.json", plan)
+    model = [] if "model" in plan else ["--model", write(tmp_path, "tiny.json", TINY)]
+    assert judge.main(["--plan", path, *model, "--no-actmem"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"actmem-jax: error: {path}: {pointer}: ") and expected in err
+    assert err.count("\n") == 1
+
+
+@needs_jax
+def test_command_line_errors_exit_2_without_traceback(tmp_path):
+    bad = write(tmp_path, "bad.json", {"checkpoints": [{"from": "nowhere", "to": "decoder"}]})
+    script = os.path.join(HERE, "judge.py")
+    for args, text in (
+            (["--plan", bad, "--model", write(tmp_path, "tiny.json", TINY)], f"{bad}: /checkpoints/0/from: "),
+            (["--plan", str(tmp_path / "missing.json")], "cannot read"),
+            (["--target", "gpu"], "--target: expected tpu-v4 or cpu")):
+        done = subprocess.run([sys.executable, script, *args], capture_output=True, text=True)
+        assert done.returncode == 2 and done.stderr.startswith("actmem-jax: error: ") and text in done.stderr
+        assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
+
+
+@needs_jax
+def test_missing_jax_names_the_package_and_the_installer():
+    """-S: no site-packages, so no JAX."""
+    done = subprocess.run([sys.executable, "-S", os.path.join(HERE, "judge.py"), "--plan-spec", "none"],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "Python package 'numpy' is not installed" in done.stderr or "'jax' is not installed" in done.stderr
+    assert "scripts/install-jax.sh" in done.stderr
+
+
+@needs_jax
+@pytest.mark.skipif(not os.access(judge.ACTMEM, os.X_OK), reason="needs build/cli/actmem")
+def test_plan_spec_takes_actmem_s_plan_and_prediction(tmp_path):
+    case = judge.make_case(judge.parse_args(["--model", write(tmp_path, "tiny.json", TINY),
+                                             "--plan-spec", "deepmind", "--rollout", "2"]))
+    assert case.plan.edge_blocks and case.plan.regions and case.predicted["peak_bytes"] > 0
+    assert case.run.rollout == 2
+    r = judge.judge(case, "cpu")
+    assert r["actmem"]["peak_bytes"] == case.predicted["peak_bytes"]

@@ -1,0 +1,286 @@
+#!/usr/bin/env python3
+"""actmem's JAX predictions against XLA's own figures, case by case.
+
+For every case (a model, a run and a plan) the reference JAX GraphCast
+(graphcast_jax.py) is compiled for a deviceless TPU v4 by judge.py, and
+actmem predicts the same step (`actmem simulate --framework jax --device
+tpu-v4`). XLA's figure is what its compiler decides with: the peak of
+compiled.memory_analysis() (peak_memory_in_bytes), or, when the program does
+not fit, the requirement its out-of-memory error states. actmem's figure is
+its peak_bytes less the device reserve (what XLA:TPU withholds from every
+program). A case passes when the two verdicts agree and the figures are
+within the tolerance; for a program XLA refuses, whose figure XLA reports
+after rematerialising on its own, actmem's may also lie above it.
+
+Usage:
+  validate.py [--subset ci|full] [--results FILE] [--table FILE] [--only NAME[,NAME]]
+              [--tolerance PCT] [--rerun] [--stored]
+XLA's figures are measured once per case (minutes each at full size) and
+appended to --results (JSON lines) as each case finishes, so an interrupted
+run resumes where it stopped. actmem's predictions are made afresh from
+the stored plans on every run (milliseconds), so a change to the cost model
+is re-validated without recompiling. --table writes the Markdown table.
+Exit 0 when every chosen case passes, 1 when one does not, 2 on bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import judge  # noqa: E402  (sets the environment JAX needs before it loads)
+
+MODELS = os.path.join(HERE, "models")
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class Case:
+    """One validation case. `plan`: a plan actmem builds in (none, full,
+    every:K, deepmind, deepmind:B), "actmem" (actmem's own plan for the
+    device, from `actmem plan`) or "nested" (nested_plan())."""
+    name: str
+    model: str
+    plan: str
+    dtype: str = "bfloat16"
+    batch: int = 1
+    rollout: int = 1
+    step_checkpoint: bool = False
+    subset: str = "full"  # "ci": small models, run on every CI run
+
+    @property
+    def model_arg(self) -> str:
+        path = os.path.join(MODELS, self.model + ".json")
+        return path if os.path.isfile(path) else self.model
+
+
+def cases() -> list[Case]:
+    """The table, most telling first: GraphCast 0.25 deg (DeepMind's recipe and
+    actmem's plans), the other presets, and a mid-size hand-made model whose
+    cases also run in CI."""
+    spec = (
+        ("graphcast", "deepmind", 1, False, "bfloat16", 1), ("graphcast", "deepmind", 12, True, "bfloat16", 1),
+        ("graphcast", "every:3", 1, False, "bfloat16", 1),
+        ("graphcast", "none", 1, False, "bfloat16", 1), ("graphcast", "deepmind", 4, True, "bfloat16", 1),
+        ("graphcast", "deepmind", 2, True, "bfloat16", 1), ("graphcast", "deepmind", 1, False, "float32", 1),
+        ("graphcast", "deepmind", 1, False, "bfloat16", 2), ("graphcast", "nested", 2, True, "bfloat16", 1),
+        ("graphcast", "deepmind", 4, False, "bfloat16", 1),
+        ("graphcast-small", "none", 1, False, "bfloat16", 1), ("graphcast-small", "full", 1, False, "bfloat16", 1),
+        ("graphcast-small", "every:2", 1, False, "float32", 1), ("graphcast-small", "deepmind", 1, False, "bfloat16", 2),
+        ("graphcast-small", "nested", 2, True, "bfloat16", 1), ("graphcast-small", "deepmind", 4, True, "bfloat16", 1),
+        ("graphcast-operational", "deepmind", 1, False, "bfloat16", 1),
+        ("graphcast-operational", "every:4", 1, False, "bfloat16", 1),
+        ("graphcast-operational", "deepmind", 2, True, "bfloat16", 1),
+        ("graphcast", "actmem", 1, False, "bfloat16", 1), ("graphcast", "actmem", 12, False, "bfloat16", 1),
+    )
+    out = [Case(f"{m} {p} r{r}{' step' if sc else ''} {d} b{b}", m, p, d, b, r, sc) for m, p, r, sc, d, b in spec]
+    for plan, rollout, step_ckpt, dtype, batch in (("none", 1, False, "bfloat16", 1),
+                                                   ("nested", 2, True, "bfloat16", 1),
+                                                   ("deepmind:4", 2, False, "float32", 2)):
+        out.append(Case(f"mid {plan} r{rollout}{' step' if step_ckpt else ''} {dtype} b{batch}", "mid", plan, dtype,
+                        batch, rollout, step_ckpt, "ci"))
+    return out
+
+
+# Cases whose miss is understood and not yet modelled (docs/validation-jax.md):
+# they are reported, and do not fail the run.
+KNOWN_GAPS = {
+    "graphcast nested r2 step bfloat16 b1":
+        "XLA's own rematerialisation brings the program (31.1 GiB as written) under the limit; not modelled",
+}
+
+
+def stage_names(processor_steps: int) -> list[str]:
+    return ["encoder", "mesh_edge_embed"] + [f"processor.{k}" for k in range(processor_steps)] + ["decoder"]
+
+
+def nested_plan(processor_steps: int, blocks: int = 4) -> dict:
+    """Three levels inside each rollout step: the step, then encoder..mesh_edge_embed,
+    the processor in halves and the decoder, then single processor steps and edge blocks."""
+    stages = stage_names(processor_steps)
+    half = max(1, processor_steps // 2)
+    inner = [{"from": f"processor.{k}", "to": f"processor.{k}"} for k in range(half)]
+    return {"stages": stages,
+            "checkpoints": [
+                {"from": "encoder", "to": "mesh_edge_embed", "inner": [{"from": "encoder", "to": "encoder"}]},
+                {"from": "processor.0", "to": f"processor.{half - 1}", "inner": inner},
+                {"from": f"processor.{half}", "to": f"processor.{processor_steps - 1}"},
+                {"from": "decoder", "to": "decoder"}],
+            "edge_blocks": {"encoder": blocks, "decoder": blocks, "processor.0": 2}}
+
+
+def actmem_plan(case: Case, tmp: str) -> str:
+    """actmem's own plan file for the case on a TPU v4 (the fastest that fits, else the leanest)."""
+    path = os.path.join(tmp, "plan.json")
+    command = [judge.ACTMEM, "plan", "--framework", "jax", "--device", "tpu-v4", "--model", case.model_arg,
+               "--dtype", case.dtype, "--batch", str(case.batch), "--rollout", str(case.rollout), "-o", path]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode not in (0, 1):
+        raise judge.UsageError(f"actmem plan: {done.stderr.strip()}")
+    return path
+
+
+def judge_arguments(case: Case, tmp: str) -> list[str]:
+    args = ["--dtype", case.dtype, "--batch", str(case.batch), "--rollout", str(case.rollout)]
+    if case.step_checkpoint:
+        args.append("--step-checkpoint")
+    if case.plan == "actmem":
+        return args + ["--plan", actmem_plan(case, tmp), "--model", case.model_arg]
+    if case.plan == "nested":
+        model = judge.load_model(case.model_arg)[0]
+        path = os.path.join(tmp, "nested.json")
+        with open(path, "w") as f:
+            json.dump(nested_plan(model["processor_steps"]), f)
+        return args + ["--plan", path, "--model", case.model_arg]
+    return args + ["--plan-spec", case.plan, "--model", case.model_arg]
+
+
+def measure(case: Case) -> dict:
+    """XLA's figures for the case (the slow part: minutes at full size) and the plan compiled."""
+    with tempfile.TemporaryDirectory(prefix="actmem-validate-") as tmp:
+        jcase = judge.make_case(judge.parse_args(judge_arguments(case, tmp) + ["--no-actmem"]
+                                                 if case.plan in ("actmem", "nested") else judge_arguments(case, tmp)))
+        xla = judge.judge(jcase, "tpu-v4")
+    xla.pop("actmem", None)
+    return {"case": asdict(case), "plan": jcase.plan.to_json(), "xla": xla}
+
+
+def predict(result: dict) -> dict:
+    """actmem's prediction, now, for a measured case's model, run and plan."""
+    c = result["case"]
+    with tempfile.TemporaryDirectory(prefix="actmem-validate-") as tmp:
+        path = os.path.join(tmp, "plan.json")
+        with open(path, "w") as f:
+            json.dump(result["plan"], f)
+        command = [judge.ACTMEM, "simulate", "--json", "--framework", "jax", "--device", "tpu-v4",
+                   "--model", Case(**c).model_arg, "--plan", path, "--dtype", c["dtype"], "--batch", str(c["batch"]),
+                   "--rollout", str(c["rollout"])]
+        done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode not in (0, 1):
+        raise judge.UsageError(f"actmem simulate: {done.stderr.strip()}")
+    report = json.loads(done.stdout)
+    return {"bytes": report["peak_bytes"] - report["breakdown"]["reserved"], "fits": report["fits"],
+            "peak_at": report["peak_at"]}
+
+
+def xla_bytes(r: dict) -> int:
+    """The figure XLA:TPU decides with: its peak (peak_memory_in_bytes) for a
+    program it compiles, the requirement its out-of-memory error states for
+    one it refuses. (temp + argument + output - alias can exceed the HBM of a
+    program that compiles: docs/validation-jax.md.)"""
+    x = r["xla"]
+    return x["peak_memory_in_bytes"] if x["fits"] else x["required_bytes"]
+
+
+def error(r: dict, p: dict) -> float:
+    return (p["bytes"] - xla_bytes(r)) / xla_bytes(r)
+
+
+def passes(r: dict, p: dict, tolerance: float) -> bool:
+    """Same verdict, and the figures within the tolerance. A program XLA
+    refuses was first rematerialised by XLA itself to get under its limit;
+    the figure it reports is what remained, so there actmem's figure for the
+    program as written may also lie above it."""
+    close = abs(error(r, p)) <= tolerance or (not r["xla"]["fits"] and error(r, p) > 0)
+    return p["fits"] == r["xla"]["fits"] and close
+
+
+def table(results: list[dict], predictions: list[dict], tolerance: float) -> str:
+    rows = ["| case | actmem (GiB) | XLA:TPU (GiB) | error | actmem | XLA:TPU | compile (s) |",
+            "|---|---:|---:|---:|---|---|---:|"]
+    verdict = {True: "fits", False: "**does not fit**"}
+    for r, p in zip(results, predictions):
+        x = r["xla"]
+        mark = "" if passes(r, p, tolerance) else " ✗"
+        rows.append(f"| {r['case']['name']} | {p['bytes'] / GIB:.2f} | {xla_bytes(r) / GIB:.2f} | "
+                    f"{100 * error(r, p):+.1f}%{mark} | {verdict[p['fits']]} | {verdict[x['fits']]} | "
+                    f"{x['lower_seconds'] + x['compile_seconds']:.0f} |")
+    return "\n".join(rows) + "\n"
+
+
+BEGIN, END = "<!-- validation table: written by integrations/jax/validate.py -->", "<!-- end of table -->"
+
+
+def write_table(path: str, text: str) -> None:
+    """Replaces the table between the markers in `path` (or writes the file with them)."""
+    block = f"{BEGIN}\n{text}{END}"
+    old = open(path).read() if os.path.exists(path) else ""
+    if BEGIN in old and END in old:
+        block = old[:old.index(BEGIN)] + block + old[old.index(END) + len(END):]
+    with open(path + ".tmp", "w") as f:
+        f.write(block if old else block + "\n")
+    os.replace(path + ".tmp", path)
+
+
+def read_results(path: str) -> list[dict]:
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def parse_args(argv):
+    p = judge.Parser(prog="validate.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--subset", choices=("ci", "full"), default="full", help="ci: the small models only")
+    p.add_argument("--results", default=os.path.join(HERE, "results", "validation.jsonl"))
+    p.add_argument("--table", help="write the Markdown table of every result in --results here")
+    p.add_argument("--only", help="comma-separated case names")
+    p.add_argument("--tolerance", type=float, default=5.0, help="percent (default 5)")
+    p.add_argument("--rerun", action="store_true", help="run cases that already have a result again")
+    p.add_argument("--stored", action="store_true", help="compile nothing: check actmem against the stored "
+                   "figures only (milliseconds a case)")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    try:
+        args = parse_args(argv)
+        if not args.stored:
+            judge.require_packages(["tpu-v4"])
+    except judge.UsageError as e:
+        print(f"actmem-jax: error: {e}", file=sys.stderr)
+        return 2
+    tolerance = args.tolerance / 100
+    chosen = [c for c in cases() if args.subset == "full" or c.subset == "ci"]
+    if args.only:
+        names = args.only.split(",")
+        chosen = [c for c in chosen if c.name in names]
+    done = {r["case"]["name"]: r for r in read_results(args.results)}
+    os.makedirs(os.path.dirname(os.path.abspath(args.results)), exist_ok=True)
+    for case in chosen:
+        if args.stored or (case.name in done and not args.rerun):
+            continue
+        start = time.time()
+        try:
+            done[case.name] = measure(case)
+        except (judge.UsageError, judge.InputError) as e:
+            print(f"actmem-jax: error: {case.name}: {e}", file=sys.stderr)
+            return 2
+        with open(args.results, "a") as f:
+            f.write(json.dumps(done[case.name]) + "\n")
+        print(f"{case.name}: XLA {xla_bytes(done[case.name]) / GIB:.3f} GiB [{time.time() - start:.0f} s]", flush=True)
+    ok = True
+    measured = [done[c.name] for c in cases() if c.name in done and c in chosen]
+    predictions = []
+    for r in measured:
+        p = predict(r)
+        predictions.append(p)
+        gap = KNOWN_GAPS.get(r["case"]["name"])
+        ok &= passes(r, p, tolerance) or gap is not None
+        print(f"{r['case']['name']}: actmem {p['bytes'] / GIB:.3f} GiB, XLA {xla_bytes(r) / GIB:.3f} GiB "
+              f"({100 * error(r, p):+.1f}%), verdicts {p['fits']}/{r['xla']['fits']}"
+              f"{f' (known gap: {gap})' if gap and not passes(r, p, tolerance) else ''}", flush=True)
+    if args.table:
+        write_table(args.table, table(measured, predictions, tolerance))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Creates the Python virtual environment that integrations/jax runs in, at
+# $ACTMEM_JAX_VENV (default: .venv-jax at the repository root), with pinned
+# JAX for TPU (jax, jaxlib, libtpu: deviceless TPU v4 compiles and XLA:CPU)
+# and pytest. Idempotent: when the environment already holds exactly these
+# pins (its stamp file says so) it returns at once and prints nothing.
+# Needs Python 3.11+ with the venv module (Debian: python3-venv) and PyPI.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+venv="${ACTMEM_JAX_VENV:-$root/.venv-jax}"
+python="${ACTMEM_JAX_PYTHON:-python3}"
+
+# jax 0.10.2 is the newest release for Python 3.11; the rest is what it resolved to.
+pins=(
+  "jax[tpu]==0.10.2" "jaxlib==0.10.2" "libtpu==0.0.42.1"
+  "numpy==2.4.6" "ml_dtypes==0.6.0" "scipy==1.17.1" "opt_einsum==3.4.0"
+  "pytest==9.2.0"
+)
+stamp="$venv/.actmem-pins"
+wanted="$(printf '%s\n' "${pins[@]}")"
+
+if [[ -x "$venv/bin/python" && -f "$stamp" && "$(<"$stamp")" == "$wanted" ]]; then
+  exit 0
+fi
+
+if ! "$python" -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  echo "install-jax: error: '$python' must be Python 3.11+ with the venv and ensurepip modules" \
+       "(Debian: apt-get install python3-venv)" >&2
+  exit 2
+fi
+
+echo "install-jax: creating $venv (jax[tpu] 0.10.2)"
+rm -f "$stamp"
+"$python" -m venv "$venv"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${pins[@]}"
+printf '%s\n' "$wanted" >"$stamp"
+echo "install-jax: done; run integrations/jax with $venv/bin/python"
