@@ -97,6 +97,10 @@ out=$("$actmem" simulate --model "$work/tiny.json" --plan "$work/blocks.json" --
 [[ "$out" == "actmem: error: --timeline: the timeline would have more than 131072 rows"* ]] || fail "timeline: $out"
 "$actmem" simulate --model "$work/tiny.json" --plan "$work/blocks.json" --rollout 1024 >/dev/null ||
   fail "the largest block counts at rollout 1024 exited $?"
+# The buffers live at the peak, at the largest step accepted (took 8 minutes:
+# the live buffers were listed at every rise of the peak).
+"$actmem" simulate --model graphcast --rollout 413 --peak-buffers 3 >/dev/null
+[ $? -eq 1 ] || fail "--peak-buffers at rollout 413: expected exit 1 (does not fit)"
 sed 's/"processor_steps": 4/"processor_steps": 256/' "$work/tiny.json" >"$work/steps.json"
 check_error "$work/steps.json: /processor_steps: expected a positive integer of at most 16, got 256" \
   fit --model "$work/steps.json"

@@ -27,8 +27,8 @@ struct SimulationOptions {
   // A row per op run; more than kMaxTimelineRows (actmem/limits.h) is an
   // InputError("--timeline", …).
   bool record_timeline = false;
-  // Report::live_at_peak: every buffer live at the peak (costs a scan of
-  // the live buffers at each new peak).
+  // Report::live_at_peak: every buffer live at the peak (costs a second
+  // run of the simulation).
   bool record_peak_buffers = false;
 };
 
