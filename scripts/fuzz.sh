@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs the libFuzzer harnesses (fuzz/; docs/reliability.md) under
-# AddressSanitizer + UndefinedBehaviorSanitizer, two at a time.
+# AddressSanitizer + UndefinedBehaviorSanitizer, $ACTMEM_FUZZ_JOBS at a time
+# (default 2).
 #   scripts/fuzz.sh build              configure and build (clang, ACTMEM_FUZZ)
 #   scripts/fuzz.sh smoke [SECONDS]    each harness for SECONDS (default 45): CI
 #   scripts/fuzz.sh campaign [RUNS]    each harness for RUNS executions (default 1000000)
@@ -48,12 +49,12 @@ run() {
     -max_len=65536 -print_final_stats=1 -artifact_prefix="$build/findings/$h-" "$@" >"$build/logs/$h.log" 2>&1
 }
 
-# Two harnesses at a time (two cores): the next starts when one ends. Fails
-# if any failed or reported a finding.
+# $ACTMEM_FUZZ_JOBS harnesses at a time (default 2, the machine's cores): the
+# next starts when one ends. Fails if any failed or reported a finding.
 run_all() {
-  local status=0 h running=0
+  local status=0 h running=0 jobs="${ACTMEM_FUZZ_JOBS:-2}"
   for h in "${harnesses[@]}"; do
-    if ((running == 2)); then
+    if ((running == jobs)); then
       wait -n || status=1
       running=$((running - 1))
     fi
@@ -67,7 +68,8 @@ run_all() {
   for h in "${harnesses[@]}"; do
     echo "fuzz_$h: $(grep -E '^stat::number_of_executed_units' "$build/logs/$h.log" | awk '{print $2}') executions," \
       "$(grep -E '^stat::peak_rss_mb' "$build/logs/$h.log" | awk '{print $2}') MB peak," \
-      "corpus $(ls "$build/corpus/$h" | wc -l), $(grep -E '^#[0-9]+' "$build/logs/$h.log" | tail -1 | grep -oE 'cov: [0-9]+')"
+      "$(grep -oE '^Done [0-9]+ runs in [0-9]+ second' "$build/logs/$h.log" | grep -oE '[0-9]+ second' || echo '? second')s," \
+      "corpus $(ls "$build/corpus/$h" | wc -l), $(grep -E '^#[0-9]+' "$build/logs/$h.log" | tail -1 | grep -oE 'cov: [0-9]+ ft: [0-9]+')"
     if grep -qE '^==[0-9]+==ERROR|^SUMMARY|deadly signal|fuzz: expectation failed' "$build/logs/$h.log"; then
       echo "fuzz_$h: FINDING (see $build/logs/$h.log and $build/findings/)" >&2
       status=1
