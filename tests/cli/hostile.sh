@@ -131,6 +131,8 @@ check_error "--devices: expected a comma-separated list of device ids or files, 
 check_error "fit: unexpected arguments 'a' 'b' 'c'; see 'actmem fit --help'" fit a b c
 check_error "fit: unknown option '--x\\x1b[31mred\\x0anext'; see 'actmem fit --help'" fit $'--x\x1b[31mred\nnext'
 check_error_prefix "--model: '\\x07" fit --model $'\a'
+out=$("$actmem" report --model "$work/tiny.json" --svg "$work/"$'a\x1b[31mb.svg' 2>&1 >/dev/null)
+[[ "$out" == "wrote $work/a\\x1b[31mb.svg ("* ]] || fail "report's note printed a raw escape: $out"
 
 # ---- -o: devices and FIFOs written through, long names, no temporaries left
 # A node of its own, never /dev/null: a regression would replace that for everyone.
