@@ -228,7 +228,7 @@ TEST_SUITE("picture") {
     const std::string html = html_report(f);
     for (const char* id : {"id=\"timeline\"", "id=\"pareto\"", "id=\"catalog\"", "id=\"plan\""})
       CHECK(count(html, id) == 1);
-    CHECK(count(html, "<tr data-trainer=") == 5);
+    CHECK(count(html, "<tr data-trainer=") == 6);
     CHECK(count(html, "<script") == 1);
     CHECK(html.find("<script type=\"application/json\" id=\"actmem-figures\">") != std::string::npos);
     CHECK(html.find("http://") == html.find("http://www.w3.org/2000/svg"));  // nothing fetched
