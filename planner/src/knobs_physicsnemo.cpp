@@ -11,7 +11,11 @@
 //                        only segments of whole layers are offered.
 //   force_single_checkpoint  one region around the whole network; the
 //                        training script applies it first, then the flags
-//                        above, which nest inside it.
+//                        above, which would nest inside it. Nested
+//                        non-reentrant checkpoints on PyTorch 2.10 keep the
+//                        outer region's backward peak (measured:
+//                        docs/pytorch-memory-profile.md), unlike the nested
+//                        regions actmem simulates, so it is offered alone.
 //
 // Rollout > 1 happens only in the fine-tuning phase, which reads the
 // `_finetune` keys and only ever switches checkpoints on: the one-step keys
@@ -20,7 +24,7 @@
 // keep checkpoint_{processor,decoder}_finetune false and reach the same
 // state on one GPU and under DDP: the one-step keys carry the processor and
 // decoder flags, and force_single_checkpoint_finetune (which resets them)
-// is offered with the encoder flag alone.
+// is offered with every other flag off.
 #include <algorithm>
 
 #include "trainer_knobs.h"
@@ -70,8 +74,7 @@ std::vector<KnobSetting> physicsnemo_settings(const CostGraph& g) {
       for (int dec = 0; dec <= 1; ++dec) {
         for (int segments : segment_options) {
           if (L < 3) continue;  // GraphCastNet raises "Expected at least 3 processor layers"
-          // In fine-tuning, force_single_checkpoint_finetune keeps only the encoder flag (above).
-          if (finetune && single && (dec || segments > 0)) continue;
+          if (single && (enc || dec || segments > 0)) continue;  // no nesting (above)
           nlohmann::json c = nlohmann::json::object();
           if (!finetune) {
             c["force_single_checkpoint"] = single == 1;
