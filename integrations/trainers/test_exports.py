@@ -73,3 +73,53 @@ def test_anemoi_gnn_mapper_chunks_share_one_checkpoint():
     observed = anemoi_run.observed_plan(config.model, 4)
     assert observed == [{"from": "encoder", "to": "encoder"}, {"from": "mesh_edge_embed", "to": "processor.1"},
                         {"from": "processor.2", "to": "processor.3"}, {"from": "decoder", "to": "decoder"}]
+
+
+# GraphCastNet's PyG graph backend needs torch-sparse and torch-scatter.
+PHYSICSNEMO_PACKAGES = ("torch", "nvidia-physicsnemo", "torch-geometric", "torch-sparse", "torch-scatter", "omegaconf")
+
+
+@pytest.mark.parametrize("budget,rollout", CASES)
+@pytest.mark.parametrize("ddp", [False, True], ids=["one-gpu", "ddp"])
+def test_physicsnemo_snippet_runs_the_exported_plan(tmp_path, budget, rollout, ddp):
+    if rollout == 1 and ddp:
+        pytest.skip("the DDP wrapper only changes the fine-tuning branches")
+    trainer_packages.require(*PHYSICSNEMO_PACKAGES)
+    from omegaconf import OmegaConf
+
+    import physicsnemo_run
+
+    snippet, entry = export(tmp_path, "physicsnemo", budget, rollout)
+    config = OmegaConf.merge(OmegaConf.create(physicsnemo_run.CONFIG_DEFAULTS), OmegaConf.create(snippet))
+    observed = physicsnemo_run.observed_plan(config, LAYERS, rollout, ddp)
+    assert flat(observed) == flat(entry["plan"]["checkpoints"])
+    assert not entry["plan"].get("edge_blocks")
+
+
+def test_physicsnemo_finetune_branches_without_ddp_turn_on_the_encoder():
+    """The fact the rollout > 1 export works around: on one GPU, checkpoint_processor_finetune
+    and checkpoint_decoder_finetune switch on the encoder checkpoint, not theirs."""
+    trainer_packages.require(*PHYSICSNEMO_PACKAGES)
+    from omegaconf import OmegaConf
+
+    import physicsnemo_run
+
+    config = OmegaConf.create(physicsnemo_run.CONFIG_DEFAULTS)
+    config.checkpoint_encoder = False
+    config.checkpoint_encoder_finetune = False
+    one_gpu = physicsnemo_run.observed_plan(config, 4, rollout=2, ddp=False)
+    ddp = physicsnemo_run.observed_plan(config, 4, rollout=2, ddp=True)
+    assert one_gpu == [{"from": "encoder", "to": "processor.0"}]
+    assert flat(ddp) == flat([{"from": "processor.1", "to": "processor.2"}, {"from": "processor.3", "to": "decoder"}])
+
+
+def test_a_missing_trainer_package_is_one_line():
+    error = trainer_packages.problem("torch")
+    assert error is None
+    trainer_packages.PINNED["no-such-trainer"] = ("1.0", "no_such_trainer")
+    try:
+        with pytest.raises(trainer_packages.TrainerPackageError) as raised:
+            trainer_packages.require("no-such-trainer")
+        assert str(raised.value) == "no-such-trainer 1.0: not installed (run scripts/install-torch.sh)"
+    finally:
+        del trainer_packages.PINNED["no-such-trainer"]

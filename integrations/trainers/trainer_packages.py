@@ -16,6 +16,7 @@ PINNED = {
     "anemoi-models": ("0.19.0", "anemoi.models.layers.mapper"),
     "torch-geometric": ("2.8.1", "torch_geometric"),
     "torch-sparse": ("0.6.18", "torch_sparse"),
+    "torch-scatter": ("2.1.2", "torch_scatter"),
     "omegaconf": ("2.3.1", "omegaconf"),
 }
 
