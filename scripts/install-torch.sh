@@ -10,7 +10,8 @@
 # PyPI's torch for Linux brings the CUDA libraries: about 4.5 GB to download
 # and 7.7 GB installed, 7.4 minutes here. PhysicsNeMo's GraphCastNet builds
 # its graphs with PyTorch Geometric only when torch-sparse and torch-scatter
-# are there, and PyPI has them as source only: they are compiled once into the
+# are there, and PyPI has them as source only: they are compiled once (59 and
+# 37 minutes here, on 2 busy cores) into the
 # wheel cache $ACTMEM_WHEEL_CACHE (default ~/.cache/actmem/wheels) and taken
 # from there afterwards (docs/trainer-exports.md, "The trainers'
 # environment"). Needs Python 3.11+ with the venv module (Debian:
