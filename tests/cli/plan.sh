@@ -60,6 +60,58 @@ grep -q '^hint: --nested-regions' "$work/flat.txt" || fail "no hint to try --nes
 [ $? -eq 1 ] || fail "plan in 1 GiB should exit 1"
 [ ! -e "$work/none.json" ] || fail "a plan that does not fit was written"
 
+# --export TRAINER prints only that trainer's text, in the form it reads.
+"$actmem" plan --model graphcast --device a100-40gb --framework pytorch --export anemoi >"$work/anemoi.yaml" ||
+  fail "plan --export anemoi exited $?"
+/usr/bin/python3 - "$work/anemoi.yaml" <<'PY' || fail "anemoi export: $(cat "$work/anemoi.yaml")"
+import sys, yaml
+config = yaml.safe_load(open(sys.argv[1]))
+assert list(config) == ["model"], config
+for part in ("encoder", "processor", "decoder"):
+    assert set(config["model"][part]) == {"gradient_checkpointing", "num_chunks"}, config
+assert config["model"]["encoder"]["num_chunks"] == config["model"]["decoder"]["num_chunks"] == 1, config
+PY
+"$actmem" plan --model graphcast-small --device a100-80gb --framework pytorch --rollout 4 --budget 6GiB \
+  --export physicsnemo >"$work/physicsnemo.yaml" || fail "plan --export physicsnemo exited $?"
+/usr/bin/python3 - "$work/physicsnemo.yaml" <<'PY' || fail "physicsnemo export: $(cat "$work/physicsnemo.yaml")"
+import sys, yaml
+config = yaml.safe_load(open(sys.argv[1]))
+for key in ("checkpoint_encoder", "checkpoint_processor", "checkpoint_decoder", "segments",
+            "force_single_checkpoint_finetune", "checkpoint_encoder_finetune",
+            "checkpoint_processor_finetune", "checkpoint_decoder_finetune"):
+    assert key in config, (key, config)
+PY
+"$actmem" plan --model graphcast-small --device a100-80gb --framework pytorch --rollout 4 --export deepmind \
+  >"$work/deepmind.py" || fail "plan --export deepmind exited $?"
+grep -qx 'predictor = autoregressive.Predictor(predictor, gradient_checkpointing=\(True\|False\))' "$work/deepmind.py" ||
+  fail "deepmind export: $(cat "$work/deepmind.py")"
+check_error "--export: expected one of pytorch, jax, physicsnemo, anemoi, deepmind, deepmind_deep_gnn, got 'anemio' (did you mean 'anemoi'?)" \
+  plan --model graphcast-small --export anemio
+check_error "plan: expected -o FILE (or -o -) or --export TRAINER" plan --model graphcast-small
+
+# GraphCast on an A100-40GB under PyTorch: actmem's plan blocks the decoder's
+# edges, which anemoi's GNN mapper cannot (its chunks share one checkpoint).
+# The anemoi export says so: not exact, and does not fit; its predicted is
+# what simulating the plan anemoi runs gives.
+"$actmem" plan --model graphcast --device a100-40gb --framework pytorch -o "$work/a100.json" 2>/dev/null ||
+  fail "plan on a100-40gb exited $?"
+/usr/bin/python3 - "$work/a100.json" "$work/anemoi-plan.json" <<'PY' || fail "anemoi export on a100-40gb"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+anemoi = doc["exports"]["anemoi"]
+assert doc["predicted"]["fits"] and doc["edge_blocks"], doc["edge_blocks"]
+assert not anemoi["exact"] and not anemoi["predicted"]["fits"], anemoi
+assert not anemoi["plan"].get("edge_blocks"), anemoi["plan"]
+json.dump(anemoi["plan"], open(sys.argv[2], "w"))
+PY
+"$actmem" simulate --model graphcast --device a100-40gb --framework pytorch --plan "$work/anemoi-plan.json" --json \
+  >"$work/anemoi-sim.json" || [ $? -eq 1 ] || fail "simulate the anemoi plan"
+/usr/bin/python3 - "$work/a100.json" "$work/anemoi-sim.json" <<'PY' || fail "anemoi predicted is not its plan's simulation"
+import json, sys
+doc, sim = (json.load(open(p)) for p in sys.argv[1:])
+assert doc["exports"]["anemoi"]["predicted"]["peak_bytes"] == sim["peak_bytes"], (doc["exports"]["anemoi"]["predicted"], sim["peak_bytes"])
+PY
+
 # sweep: one row per device x batch x rollout.
 rows=$("$actmem" sweep --model graphcast-small --devices a100-80gb,tpu-v4 --batch 1,2 --rollout 1 --json |
        /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
