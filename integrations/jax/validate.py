@@ -103,6 +103,7 @@ KNOWN_GAPS = {
     "graphcast-operational deepmind r2 step bfloat16 b1": "+6.6%: not yet explained",
     "graphcast actmem r1 bfloat16 b1": "-6.2% (the same verdict: XLA rematerialises it under its limit); "
                                        "encoder in 256 blocks, processor steps in 32: not yet explained",
+    "graphcast actmem r12 bfloat16 b1": "+17%, the same verdict (does not fit); as DeepMind's rollout-12 plan",
     "mid nested r2 step bfloat16 b1": "+16%: nested regions inside a step checkpoint; not yet explained "
                                       "(graphcast +5.1%, graphcast-small +4.7%)",
     "graphcast-small full r1 bfloat16 b1": "-9%: not yet explained",
