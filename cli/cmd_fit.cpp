@@ -54,15 +54,19 @@ int run_fit(const Args& args) {
   const Report& r = solution.report;
   std::cout << describe_run(graph, device);
   if (solution.feasible) {
-    std::cout << fmt::format("FITS: predicted peak {} of {} budget ({} to spare)\n", format_bytes(r.peak_bytes),
-                             format_bytes(budget), format_bytes(budget - r.peak_bytes));
+    if (r.peak_bytes <= budget)
+      std::cout << fmt::format("FITS: predicted peak {} of {} budget ({} to spare)\n", format_bytes(r.peak_bytes),
+                               format_bytes(budget), format_bytes(budget - r.peak_bytes));
+    else
+      std::cout << fmt::format("FITS: predicted peak {} as written, over the {} budget\n{}", format_bytes(r.peak_bytes),
+                               format_bytes(budget), describe_compiler_remat(r));
     std::cout << "plan: " << describe(solution.plan, graph.stages()) << '\n';
     std::cout << fmt::format("recompute overhead: +{:.1f}% FLOPs; step time {} (without checkpoints {}, needing {})\n",
                              100.0 * r.recompute_overhead(), format_seconds(r.step_time_s),
                              format_seconds(baseline.step_time_s), format_bytes(baseline.peak_bytes));
   } else {
-    std::cout << fmt::format("DOES NOT FIT: the least memory any plan needs is {} (budget {})\n",
-                             format_bytes(solution.min_peak_bytes), format_bytes(budget));
+    std::cout << fmt::format("DOES NOT FIT: the least memory any plan needs is {} (budget {})\n{}",
+                             format_bytes(solution.min_peak_bytes), format_bytes(budget), describe_compiler_remat(r));
     std::cout << "least-memory plan: " << describe(solution.plan, graph.stages()) << '\n';
     std::cout << (fitting.empty() ? std::string{"no catalog device fits; reduce batch or rollout"}
                                   : fmt::format("catalog devices that fit: {}", fmt::join(fitting, ", ")))

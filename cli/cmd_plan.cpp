@@ -1,12 +1,17 @@
-// `actmem plan`: write the plan file trainers consume.
+// `actmem plan`: write the plan file trainers consume, or print one trainer's
+// export as text to paste into that trainer's config (--export).
+#include <algorithm>
 #include <iostream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "actmem/exports.h"
 #include "actmem/plan_document.h"
 #include "actmem/solver.h"
+#include "actmem/error.h"
+#include "actmem/suggest.h"
 #include "actmem/units.h"
 #include "commands.h"
 #include "run_setup.h"
@@ -19,8 +24,19 @@ int run_plan(const Args& args) {
   setup.add_options(app);
   setup.add_solver_options(app);
   std::string output;
-  app.add_option("-o,--output", output, "plan file to write (atomically), or - for stdout")->required();
+  std::string trainer;
+  app.add_option("-o,--output", output, "plan file to write (atomically), or - for stdout");
+  app.add_option("--export", trainer,
+                 "print only this trainer's export, as text to paste into its config: " +
+                     fmt::format("{}", fmt::join(trainer_export_names(), ", ")));
   parse(app, args);
+  const std::vector<std::string> trainers = trainer_export_names();
+  if (output.empty() && trainer.empty()) throw InputError("plan", "", "expected -o FILE (or -o -) or --export TRAINER");
+  if (!trainer.empty() && std::find(trainers.begin(), trainers.end(), trainer) == trainers.end())
+    throw InputError("--export", "",
+                     fmt::format("expected one of {}, got '{}'{}", fmt::join(trainers, ", "), trainer,
+                                 did_you_mean(trainer, trainers)));
+  if (!trainer.empty() && output == "-") throw InputError("--export", "", "prints to stdout; -o - would too");
 
   const auto [graph, device, budget] = setup.target();
   const Solution solution = solve(graph, device, budget, setup.solver_options());
@@ -32,6 +48,8 @@ int run_plan(const Args& args) {
   const nlohmann::json exports = trainer_exports(graph, device, budget, solution.plan, solution.report);
   const std::string text =
       dump(plan_document_json(graph, device, budget, solution.plan, solution.report, exports)) + "\n";
+  if (!trainer.empty()) std::cout << exports.at(trainer).at("snippet").get<std::string>();
+  if (output.empty()) return 0;
   if (output == "-") {
     std::cout << text;
   } else {

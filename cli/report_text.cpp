@@ -13,10 +13,18 @@ std::string describe_run(const CostGraph& g, const Device& d) {
                      r.batch, r.rollout, d.id, format_bytes(d.memory_bytes));
 }
 
+std::string describe_compiler_remat(const Report& r) {
+  if (r.compiler_floor_bytes >= r.peak_bytes || r.peak_bytes <= r.budget_bytes) return {};
+  return fmt::format("  {} the compiler's own rematerialisation (XLA recomputes gathers, SiLU, residual adds and "
+                     "input embeddings when over its limit), which can bring it to about {}\n",
+                     r.fits ? "fits only through" : "does not fit even after", format_bytes(r.compiler_floor_bytes));
+}
+
 std::string describe_report(const Report& r) {
   const MemoryBreakdown& b = r.breakdown;
   std::string text = fmt::format("peak {} of {} budget: {}\n", format_bytes(r.peak_bytes), format_bytes(r.budget_bytes),
                                  r.fits ? "fits" : "does not fit");
+  text += describe_compiler_remat(r);
   text += fmt::format("  activations {}, gradients {}, workspace {}\n", format_bytes(b.activations),
                       format_bytes(b.gradients), format_bytes(b.workspace));
   text += fmt::format("  parameters {}, optimizer state {}, inputs {}, reserved {}\n", format_bytes(b.parameters),

@@ -14,6 +14,9 @@ std::string describe_run(const CostGraph& graph, const Device& device);
 
 // Peak against budget, the breakdown, where the peak is, FLOPs and time.
 std::string describe_report(const Report& report);
+// A line on the compiler's own rematerialisation when the verdict rests on
+// it (Report::compiler_floor_bytes); empty otherwise.
+std::string describe_compiler_remat(const Report& report);
 
 // "buffers live at the peak:" then one line per buffer, largest first.
 std::string describe_peak_buffers(const std::vector<PeakBuffer>& buffers);

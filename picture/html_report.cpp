@@ -69,14 +69,9 @@ std::string marks_table(const ReportFigures& f) {
          "</table>\n";
 }
 
-// A trainer's keys as "key = value" lines (the plan itself, for PyTorch and JAX).
+// A trainer's export as the text to paste into its config.
 std::string trainer_keys(const nlohmann::json& entry) {
-  std::string text;
-  for (const auto& [key, value] : entry.items()) {
-    if (key == "predicted" || key == "note" || key == "exact") continue;
-    text += fmt::format("<code>{} = {}</code><br>", escape(key), escape(value.dump()));
-  }
-  return text;
+  return "<pre>" + escape(entry.at("snippet").get<std::string>()) + "</pre>";
 }
 
 std::string exports_table(const ReportFigures& f) {

@@ -25,7 +25,7 @@ MarkStyle style_of(const std::string& key) {
   if (key == "chosen") return {"circle", kFits};
   if (key == "none") return {"square", "#444444"};
   if (key == "full") return {"diamond", "#444444"};
-  if (key == "deepmind") return {"triangle", "#0072b2"};
+  if (key == "deepmind_deep_gnn") return {"triangle", "#0072b2"};
   if (key == "physicsnemo") return {"triangle", "#cc79a7"};
   return {"triangle", "#e69f00"};
 }

@@ -17,7 +17,7 @@ MarkedPlan mark(std::string key, std::string label, const Report& r) {
 // comes from the exports.
 std::vector<MarkedPlan> trainer_marks(const nlohmann::json& exports, std::int64_t budget) {
   std::vector<MarkedPlan> marks;
-  for (const auto& [key, label] : {std::pair{"deepmind", "DeepMind"}, std::pair{"physicsnemo", "PhysicsNeMo"},
+  for (const auto& [key, label] : {std::pair{"deepmind_deep_gnn", "DeepMind DeepGNN"}, std::pair{"physicsnemo", "PhysicsNeMo"},
                                    std::pair{"anemoi", "anemoi"}}) {
     const nlohmann::json& predicted = exports.at(key).at("predicted");
     const std::int64_t peak = predicted.at("peak_bytes").get<std::int64_t>();

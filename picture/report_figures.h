@@ -22,7 +22,7 @@ namespace actmem::picture {
 // A plan marked on the Pareto picture: the chosen plan, the two extremes
 // and each trainer's best expressible setting.
 struct MarkedPlan {
-  std::string key;    // "chosen", "none", "full", "deepmind", "physicsnemo", "anemoi"
+  std::string key;    // "chosen", "none", "full", "deepmind_deep_gnn", "physicsnemo", "anemoi"
   std::string label;  // for people
   std::int64_t peak_bytes = 0;
   double step_time_s = 0;

@@ -180,11 +180,11 @@ TEST_SUITE("picture") {
     CHECK(f.exports == exports);
     std::vector<std::string> keys;
     for (const MarkedPlan& m : f.marks) keys.push_back(m.key);
-    CHECK(keys == std::vector<std::string>{"chosen", "none", "full", "deepmind", "physicsnemo", "anemoi"});
+    CHECK(keys == std::vector<std::string>{"chosen", "none", "full", "deepmind_deep_gnn", "physicsnemo", "anemoi"});
     CHECK(f.marks[0].peak_bytes == r.peak_bytes);
     CHECK(f.marks[1].peak_bytes == simulate(g, device, budget, empty_plan(g.stages())).peak_bytes);
-    CHECK(f.marks[3].peak_bytes == exports["deepmind"]["predicted"]["peak_bytes"].get<std::int64_t>());
-    CHECK(f.marks[3].step_time_s == exports["deepmind"]["predicted"]["step_time_s"].get<double>());
+    CHECK(f.marks[3].peak_bytes == exports["deepmind_deep_gnn"]["predicted"]["peak_bytes"].get<std::int64_t>());
+    CHECK(f.marks[3].step_time_s == exports["deepmind_deep_gnn"]["predicted"]["step_time_s"].get<double>());
 
     REQUIRE(f.catalog.size() == device_catalog().size());
     for (const CatalogEntry& e : f.catalog) {
@@ -229,7 +229,7 @@ TEST_SUITE("picture") {
     const std::string html = html_report(f);
     for (const char* id : {"id=\"timeline\"", "id=\"pareto\"", "id=\"catalog\"", "id=\"plan\""})
       CHECK(count(html, id) == 1);
-    CHECK(count(html, "<tr data-trainer=") == 5);
+    CHECK(count(html, "<tr data-trainer=") == 6);
     CHECK(count(html, "<script") == 1);
     CHECK(html.find("<script type=\"application/json\" id=\"actmem-figures\">") != std::string::npos);
     CHECK(html.find("http://") == html.find("http://www.w3.org/2000/svg"));  // nothing fetched

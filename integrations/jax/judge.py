@@ -226,6 +226,81 @@ def out_of_memory(message: str) -> tuple[int, int] | None:
     return None
 
 
+# XLA:TPU's rematerialisation pass runs early in a compile (seconds, where
+# the whole compile of a program that fits takes minutes) and logs, in
+# libtpu's INFO log, the limit it aims at (95% of the HBM, less the
+# arguments that no output aliases, less the code overlays) and the peak of
+# the program's HLO temporaries before and after it ("rematerialization hbm
+# reduction:  36.94G => 29.21G"); when it cannot get under the limit, also
+# the least it reached, in bytes ("Can't reduce memory use below ... only
+# reduced to X (N bytes), down from Y (M bytes) originally").
+REMAT_LIMIT_LOG = re.compile(r"rematerialization limit \S+ = 95% hbm \(([\d.]+)([KMGT]?)\) - \(arguments "
+                             r"\(([\d.]+)([KMGT]?)\) - aliased_output\(([\d.]+)([KMGT]?)\)\) - overlays "
+                             r"\(([\d.]+)([KMGT]?)\)")
+REMAT_REDUCTION_LOG = re.compile(r"rematerialization hbm reduction:\s+([\d.]+)([KMGT]?) => ([\d.]+)([KMGT]?)")
+REMAT_FLOOR_LOG = re.compile(r"Can't reduce memory use below .*? by rematerialization; only reduced to \S+ "
+                             r"\((\d+) bytes\), down from \S+ \((\d+) bytes\) originally")
+
+
+HLO_PASSES_DONE_LOG = re.compile(r"HLO_PASSES stage duration")
+PROBE_HBM_MIB = 16  # no program fits: XLA states the peak as written to the byte
+
+
+def remat_probe(argv: list[str], hbm_mib: int | None = None, timeout: float = 1800) -> dict:
+    """XLA:TPU's own figures for the step that `argv` (judge.py's arguments)
+    asks for, from its rematerialisation pass on TPU v4 with `hbm_mib` of
+    HBM (libtpu's --xla_tpu_max_hbm_size_mib; None: the chip's):
+      as_written_bytes   the temporaries' peak as written, what actmem's cost
+                         model describes (None if the program was under the
+                         limit: the pass then logs nothing)
+      after_remat_bytes  after XLA rematerialised to get under its limit
+      remat_limit_bytes  that limit; remat_fits: whether it got there
+      arguments_bytes, aliased_output_bytes, overlays_bytes: what the limit
+                         subtracts from 95% of the HBM
+    judge.py runs in a child with its own log directory, stopped once XLA's
+    HLO passes are done (seconds to a minute; the whole compile takes
+    minutes). With hbm_mib=PROBE_HBM_MIB nothing fits, so the figures as
+    written come to the byte."""
+    start = time.perf_counter()
+    env = dict(os.environ, TPU_LOG_DIR="", TPU_MIN_LOG_LEVEL="0")
+    if hbm_mib is not None:
+        env["LIBTPU_INIT_ARGS"] = f"{os.environ.get('LIBTPU_INIT_ARGS', '')} --xla_tpu_max_hbm_size_mib={hbm_mib}".strip()
+    with tempfile.TemporaryDirectory(prefix="actmem-remat-probe-") as logs:
+        env["TPU_LOG_DIR"] = logs
+
+        def log() -> str:
+            return "".join(open(os.path.join(logs, f), errors="replace").read()
+                           for f in sorted(os.listdir(logs)) if ".INFO." in f)
+
+        child = subprocess.Popen([sys.executable, os.path.abspath(__file__), *argv, "--target", "tpu-v4", "--json"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+        while child.poll() is None and time.perf_counter() - start < timeout:
+            time.sleep(0.5)
+            if HLO_PASSES_DONE_LOG.search(log()):
+                break
+        if child.poll() is None:
+            child.kill()
+        stderr = child.communicate()[1]
+        text = log()
+    if not HLO_PASSES_DONE_LOG.search(text):
+        detail = stderr.strip().splitlines()[-1:] or [f"exit {child.returncode}"]
+        raise UsageError(f"XLA:TPU's HLO passes did not finish ({detail[0]})")
+    limit, reduction = REMAT_LIMIT_LOG.search(text), REMAT_REDUCTION_LOG.search(text)
+    floor = REMAT_FLOOR_LOG.search(text)
+    out = {"hbm_mib": hbm_mib, "as_written_bytes": None, "after_remat_bytes": None, "remat_limit_bytes": None,
+           "remat_fits": True, "arguments_bytes": None, "aliased_output_bytes": None, "overlays_bytes": None,
+           "probe_seconds": round(time.perf_counter() - start, 1)}
+    if limit and reduction:
+        arguments, aliased, overlays = (parse_size(limit[i], limit[i + 1]) for i in (3, 5, 7))
+        before, after = parse_size(reduction[1], reduction[2]), parse_size(reduction[3], reduction[4])
+        if floor:  # the same figures, to the byte
+            after, before = int(floor[1]), int(floor[2])
+        out.update(as_written_bytes=before, after_remat_bytes=after, remat_fits=floor is None,
+                   remat_limit_bytes=parse_size(limit[1], limit[2]) - (arguments - aliased) - overlays,
+                   arguments_bytes=arguments, aliased_output_bytes=aliased, overlays_bytes=overlays)
+    return out
+
+
 _available: dict[str, int] = {}
 
 

@@ -296,3 +296,19 @@ def test_plan_spec_takes_actmem_s_plan_and_prediction(tmp_path):
     assert case.run.rollout == 2
     r = judge.judge(case, "cpu")
     assert r["actmem"]["peak_bytes"] == case.predicted["peak_bytes"]
+
+
+@needs_jax
+def test_remat_probe_reads_xla_s_figures_as_written_and_after_rematerialising(tmp_path):
+    """XLA:TPU's rematerialisation pass on the hand-made `mid` model (seconds):
+    with the HBM capped at 16 MiB nothing fits, so the pass states the
+    temporaries as written to the byte and how far it got; on a v4's HBM
+    the program is under the limit and the pass logs nothing."""
+    argv = ["--model", os.path.join(HERE, "models", "mid.json"), "--plan", write(tmp_path, "none.json", {}), "--no-actmem"]
+    capped = judge.remat_probe(argv, judge.PROBE_HBM_MIB)
+    assert 3 * 2**30 < capped["as_written_bytes"] < 4 * 2**30
+    assert capped["after_remat_bytes"] < capped["as_written_bytes"] and not capped["remat_fits"]
+    assert capped["arguments_bytes"] > capped["aliased_output_bytes"] > 0
+    on_v4 = judge.remat_probe(argv)
+    assert on_v4["remat_fits"] and on_v4["as_written_bytes"] is None
+

@@ -48,8 +48,10 @@ int MemoryMachine::allocate(std::int64_t bytes, Category category, int refs, Ten
     id = static_cast<int>(buffers_.size());
     buffers_.emplace_back();
   }
-  buffers_[static_cast<std::size_t>(id)] = {bytes, refs, category, tensor};
+  const bool recomputable = category == kActivations && tensor >= 0 && compiler_recomputable(tensor);
+  buffers_[static_cast<std::size_t>(id)] = {bytes, refs, category, tensor, recomputable};
   live_[category] += bytes;
+  if (recomputable) live_recomputable_ += bytes;
   return id;
 }
 
@@ -60,7 +62,36 @@ void MemoryMachine::release(int id) {
     throw std::logic_error("memory machine: buffer released twice" +
                            (b.tensor >= 0 ? " (" + tensor(b.tensor).name + ")" : std::string{}));
   live_[b.category] -= b.bytes;
+  if (b.compiler_recomputable) live_recomputable_ -= b.bytes;
   free_slots_.push_back(id);
+}
+
+// An activation the compiler may recompute rather than keep: made by an op
+// its rule says is cheap, or by an op that reads only the step's inputs and
+// parameters, which are live throughout (J7).
+bool MemoryMachine::compiler_recomputable(TensorId t) const {
+  if (profile_.compiler_remat_limit_fraction <= 0) return false;
+  const OpId p = g_.producer(t);
+  if (p < 0) return false;
+  const Op& op = g_.op(p);
+  return profile_.rule(op.kind).compiler_recomputable ||
+         std::all_of(op.inputs.begin(), op.inputs.end(), [&](TensorId u) { return g_.producer(u) < 0; });
+}
+
+std::int64_t MemoryMachine::live_compiler_recomputable(const Op* op) const {
+  std::int64_t bytes = live_recomputable_;
+  if (op == nullptr) return bytes;
+  std::vector<int> in_use;
+  for (const auto* list : {&op->inputs, &op->outputs})
+    for (TensorId t : *list) {
+      const int b = current_[static_cast<std::size_t>(t)];
+      if (b < 0 || !buffers_[static_cast<std::size_t>(b)].compiler_recomputable ||
+          std::find(in_use.begin(), in_use.end(), b) != in_use.end())
+        continue;
+      in_use.push_back(b);
+      bytes -= buffers_[static_cast<std::size_t>(b)].bytes;
+    }
+  return bytes;
 }
 
 std::vector<PeakBuffer> MemoryMachine::live_buffers() const {
@@ -359,12 +390,18 @@ void MemoryMachine::backward_blocks(const Item& item) {
   auto skippable = [&](std::size_t b) {
     return bulk_equal_blocks_ && b > 0 && b + 2 < rows.size() && rows[b + 1] == rows[b];
   };
+  // Held input gradients of these blocks start here; what block b + 1
+  // held, skipped blocks of its rows hold alike.
+  const std::size_t held_from = held_block_gradients_.size();
+  std::int64_t held_by_last_block = 0;
   for (std::size_t b = rows.size(); b-- > 0;) {
     if (skippable(b)) {
       std::size_t first = b;  // blocks first..b
       while (skippable(first - 1)) --first;
       const auto count = static_cast<std::int64_t>(b - first + 1);
       release_kept(count, /*skipped=*/true);
+      if (held_by_last_block > 0)
+        held_block_gradients_.push_back(allocate(count * held_by_last_block, kGradients, 1, item.output));
       repeat_block_cost(count);
       b = first;
       continue;
@@ -372,11 +409,17 @@ void MemoryMachine::backward_blocks(const Item& item) {
     mark_block_cost();
     if (g >= 0) retain(g);
     grad(item.output) = g;
+    const std::size_t held_before = held_block_gradients_.size();
     backward_region(item, rows[b], static_cast<int>(b));
+    held_by_last_block = 0;
+    for (std::size_t i = held_before; i < held_block_gradients_.size(); ++i)
+      held_by_last_block += buffer(held_block_gradients_[i]).bytes;
     if (grad(item.output) >= 0) release(grad(item.output));
     grad(item.output) = -1;
   }
   if (g >= 0) release(g);
+  for (std::size_t i = held_from; i < held_block_gradients_.size(); ++i) release(held_block_gradients_[i]);
+  held_block_gradients_.resize(held_from);
 }
 
 void MemoryMachine::backward_op(OpId id, std::int64_t block_rows, int block) {
@@ -435,6 +478,10 @@ std::int64_t MemoryMachine::input_gradient(const Op& op, const OpMemoryRule& rul
       return transient;
     }
     const int whole = allocate(bytes_of(t, block_rows), kGradients, 1, t);
+    if (block_rows > 0 && profile_.block_input_gradients_held) {
+      retain(whole);
+      held_block_gradients_.push_back(whole);
+    }
     for (TensorId u : producer.inputs) {
       if (!tensor(u).requires_grad) continue;
       retain(whole);

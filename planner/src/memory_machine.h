@@ -51,6 +51,7 @@ class MemoryMachine {
     int refs = 0;
     Category category = kActivations;
     TensorId tensor = -1;  // what it holds or is the gradient of, for diagnostics (-1: scratch)
+    bool compiler_recomputable = false;  // an activation the compiler may recompute (OpMemoryRule)
   };
 
   // ---- hooks ----
@@ -76,6 +77,9 @@ class MemoryMachine {
   void release(int id);
   void retain(int id) { ++buffer(id).refs; }
   std::int64_t live() const { return live_[kActivations] + live_[kGradients] + live_[kWorkspace]; }
+  // Of live(): activations the compiler may recompute, less those `op`
+  // reads or writes now (it cannot do without them).
+  std::int64_t live_compiler_recomputable(const Op* op) const;
   // Every live buffer, largest first (diagnostics).
   std::vector<PeakBuffer> live_buffers() const;
 
@@ -106,6 +110,7 @@ class MemoryMachine {
   const CostGraph& g_;
   const MemoryProfile profile_;
   std::int64_t live_[kCategories] = {0, 0, 0};
+  std::int64_t live_recomputable_ = 0;
   TensorState own_;
   std::vector<int>&current_, &grad_, &uses_, &produced_in_;
   std::vector<char>&block_internal_, &block_output_, &param_grad_done_;
@@ -131,6 +136,7 @@ class MemoryMachine {
   void backward_blocks(const Item& item);
   void backward_op(OpId id, std::int64_t block_rows, int block);
   bool made_fused(TensorId t) const;
+  bool compiler_recomputable(TensorId t) const;
   void accumulate(TensorId t, int c, bool sliced);
   void release_kept(std::int64_t blocks, bool skipped);
   void drop_references(int id, std::int64_t count);
@@ -145,6 +151,9 @@ class MemoryMachine {
     std::int64_t blocks = 1;
   };
   std::vector<Kept> kept_inputs_;
+  // Blocks' input gradients held until the blocks' backward is done
+  // (MemoryProfile::block_input_gradients_held), innermost blocks last.
+  std::vector<int> held_block_gradients_;
   bool collecting_block_output_ = false;
   // Contributions of one op's backward (scratch, reused).
   struct Contribution {

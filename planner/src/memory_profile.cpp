@@ -44,6 +44,12 @@ MemoryProfile memory_profile(Framework framework, DType dtype) {
     p.slices_are_views = false;
     p.nested_recompute_keeps_outputs = false;
     p.parameter_cast_bytes = dtype == DType::float32 ? 0 : element_bytes(dtype);
+    // Over 95% of its HBM, XLA:TPU recomputes these in the backward pass (J7).
+    p.compiler_remat_limit_fraction = 0.95;
+    p.block_input_gradients_held = dtype == DType::bfloat16;
+    rule(p, OpKind::gather).compiler_recomputable = true;
+    rule(p, OpKind::silu).compiler_recomputable = true;
+    rule(p, OpKind::add).compiler_recomputable = true;
   }
   return p;
 }

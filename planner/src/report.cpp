@@ -34,6 +34,7 @@ nlohmann::json to_json(const Report& r) {
                         {"breakdown", to_json(r.breakdown)},
                         {"activation_bytes_after_forward", r.activation_bytes_after_forward},
                         {"peak_dynamic_bytes", r.peak_dynamic_bytes},
+                        {"compiler_floor_bytes", r.compiler_floor_bytes},
                         {"forward_flops", r.forward_flops},
                         {"backward_flops", r.backward_flops},
                         {"recompute_flops", r.recompute_flops},

@@ -66,7 +66,8 @@ class Simulation : detail::MemoryMachine {
     r.breakdown = peak_breakdown_;
     r.peak_bytes = peak_breakdown_.total();
     r.peak_at = peak_at_;
-    r.fits = r.peak_bytes <= budget_bytes;
+    r.compiler_floor_bytes = static_.total() + floor_dynamic_;
+    r.fits = r.peak_bytes <= budget_bytes || r.compiler_floor_bytes <= compiler_remat_limit(budget_bytes);
     r.forward_flops = cost_.forward_flops;
     r.backward_flops = cost_.backward_flops;
     r.recompute_flops = cost_.recompute_flops;
@@ -79,6 +80,16 @@ class Simulation : detail::MemoryMachine {
   std::int64_t peak_sample() const { return peak_sample_; }
 
  private:
+  // The peak the compiler rematerialises a program down to when it is over
+  // it, and compiles it if it gets there (XLA:TPU: 95% of the memory it has
+  // for programs, docs/cost-model.md J7); without compiler
+  // rematerialisation, no more than the budget.
+  std::int64_t compiler_remat_limit(std::int64_t budget_bytes) const {
+    if (profile_.compiler_remat_limit_fraction <= 0) return -1;
+    const auto programs = static_cast<double>(budget_bytes - static_.reserved);
+    return static_.reserved + static_cast<std::int64_t>(profile_.compiler_remat_limit_fraction * programs);
+  }
+
   // ---- accounting ------------------------------------------------------------
   double op_bytes(const Op& op) const {
     double bytes = 0;
@@ -116,7 +127,9 @@ class Simulation : detail::MemoryMachine {
     return b;
   }
 
-  void sample_op(Pass pass, const Op& op, int block) override { sample(pass, op.step, block, op.name, op.stage); }
+  void sample_op(Pass pass, const Op& op, int block) override {
+    sample(pass, op.step, block, op.name, op.stage, &op);
+  }
   void sample_concat(Pass pass, const Item& item) override {
     const Op& first = g_.op(item.first_op);
     sample(pass, first.step, -1, item.name + ".concat_blocks", first.stage);
@@ -124,10 +137,11 @@ class Simulation : detail::MemoryMachine {
 
   // Records the live total at a point of the step: the peak, and a
   // timeline row when asked for.
-  void sample(Pass pass, int step, int block, const std::string& op, int stage = -1) {
+  void sample(Pass pass, int step, int block, const std::string& op, int stage = -1, const Op* running = nullptr) {
     ++samples_;
     at_ = {pass, step < 0 ? 0 : step, stage < 0 ? std::string{"optimizer"} : g_.stage_name(stage), op, block};
     const std::int64_t dynamic = live_[kActivations] + live_[kGradients] + live_[kWorkspace];
+    floor_dynamic_ = std::max(floor_dynamic_, dynamic - live_compiler_recomputable(running));
     if (pass != Pass::optimizer) peak_dynamic_ = std::max(peak_dynamic_, dynamic);
     if (dynamic > peak_total_dynamic_) new_peak(dynamic);
     if (options_.record_timeline) record(live_breakdown());
@@ -145,6 +159,7 @@ class Simulation : detail::MemoryMachine {
   void sample_transient() override {
     ++samples_;
     const std::int64_t dynamic = live_[kActivations] + live_[kGradients] + live_[kWorkspace];
+    floor_dynamic_ = std::max(floor_dynamic_, dynamic - live_compiler_recomputable(nullptr));
     peak_dynamic_ = std::max(peak_dynamic_, dynamic);
     if (dynamic > peak_total_dynamic_) new_peak(dynamic);
   }
@@ -164,6 +179,7 @@ class Simulation : detail::MemoryMachine {
 
   MemoryBreakdown static_;
   std::int64_t peak_dynamic_ = 0, phase_peak_dynamic_ = 0, peak_total_dynamic_ = -1;
+  std::int64_t floor_dynamic_ = 0;  // the peak without what the compiler may recompute
   MemoryBreakdown peak_breakdown_;
   StepLocation peak_at_, at_;
   std::vector<TimelinePoint> timeline_;

@@ -86,7 +86,7 @@ Solution least_peak(const CostGraph& graph, const Device& device, std::int64_t b
     }
   }
   s.min_peak_bytes = s.report.peak_bytes;
-  s.feasible = s.report.peak_bytes <= budget_bytes;
+  s.feasible = s.report.fits;
   return s;
 }
 
@@ -95,9 +95,11 @@ Solution least_peak(const CostGraph& graph, const Device& device, std::int64_t b
 Solution solve(const CostGraph& graph, const Device& device, std::int64_t budget_bytes, const SolverOptions& options) {
   const std::vector<detail::Candidate> frontier = frontier_of(graph, device, options);
   Solution least = least_peak(graph, device, budget_bytes, frontier);
-  // The fastest candidate the model says fits, confirmed by the simulator;
-  // if the simulator disagrees, the next fastest (never an infeasible plan
-  // returned as feasible).
+  // The fastest candidate the model says fits as written, confirmed by the
+  // simulator; if the simulator disagrees, the next fastest (never an
+  // infeasible plan returned as feasible). When none fits as written, the
+  // least-peak plan, which still fits where the compiler's own
+  // rematerialisation gets it under its limit (JAX; Report::fits).
   std::vector<const detail::Candidate*> fitting;
   for (const detail::Candidate& c : frontier)
     if (c.peak_bytes <= budget_bytes) fitting.push_back(&c);
@@ -113,7 +115,6 @@ Solution solve(const CostGraph& graph, const Device& device, std::int64_t budget
     s.min_peak_bytes = least.min_peak_bytes;
     return s;
   }
-  if (least.feasible) return least;
   return least;
 }
 

@@ -89,7 +89,7 @@ def main(report, simulate, plan, sweep, none, full, timeline):
     # Pareto: each marked plan where the CLI puts it.
     marks = {a["data-key"]: a for _, a in page.elements if a.get("class") == "mark"}
     wanted = {"chosen": sim, "none": none, "full": full}
-    for trainer in ("deepmind", "physicsnemo", "anemoi"):
+    for trainer in ("deepmind_deep_gnn", "physicsnemo", "anemoi"):
         wanted[trainer] = plan["exports"][trainer]["predicted"]
     for key, report in wanted.items():
         expect(f"mark {key} peak", int(marks[key]["data-peak-bytes"]), report["peak_bytes"])

@@ -29,6 +29,11 @@ struct OpMemoryRule {
   // Extra buffers of input 0's size alive only inside this op's backward
   // (PyTorch's index_select backward: zeros, then an out-of-place index_add).
   int backward_scratch_copies = 0;
+  // The compiler may recompute the output instead of keeping it, when a
+  // program is over its memory limit: it is cheap, and what it reads is
+  // live anyway (XLA:TPU's rematerialisation recomputes gathers, SiLU and
+  // residual adds; docs/cost-model.md, J7).
+  bool compiler_recomputable = false;
 };
 
 struct MemoryProfile {
@@ -49,6 +54,16 @@ struct MemoryProfile {
   // Bytes per parameter of copies in the activation dtype held for the whole
   // step (JAX casts the float32 masters to bfloat16 once).
   std::int64_t parameter_cast_bytes = 0;
+  // A program over this fraction of the memory the device has for programs
+  // makes the compiler recompute what it can (compiler_recomputable ops);
+  // it compiles if that gets it under (XLA:TPU: 0.95, J7). 0: the
+  // framework does not rematerialise on its own.
+  double compiler_remat_limit_fraction = 0;
+  // Edge blocks: each block's gradient of its fused MLP input (the concat:
+  // the gathered node features' and the edge latent's parts) stays live
+  // until every block's backward is done, where XLA combines the blocks'
+  // scatter-adds (J8); false: each block's is consumed and freed in turn.
+  bool block_input_gradients_held = false;
 
   const OpMemoryRule& rule(OpKind kind) const { return rules[static_cast<int>(kind)]; }
 };

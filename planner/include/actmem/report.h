@@ -60,6 +60,12 @@ struct Report {
   MemoryBreakdown breakdown;  // at the peak
   std::int64_t activation_bytes_after_forward = 0;
   std::int64_t peak_dynamic_bytes = 0;
+  // The peak if the compiler recomputes what it can instead of keeping it
+  // (JAX: XLA:TPU's own rematerialisation, which it does only when the
+  // program is over its limit); peak_bytes when the framework does not.
+  // fits holds when peak_bytes is within the budget, or this is within the
+  // compiler's limit.
+  std::int64_t compiler_floor_bytes = 0;
   double forward_flops = 0;
   double backward_flops = 0;
   double recompute_flops = 0;
