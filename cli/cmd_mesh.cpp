@@ -10,6 +10,7 @@
 #include "actmem/graph_counts.h"
 #include "actmem/icosahedral_mesh.h"
 #include "actmem/lat_lon_grid.h"
+#include "actmem/units.h"
 #include "commands.h"
 #include "progress_line.h"
 
@@ -76,6 +77,20 @@ void print_table(const GraphGeometry& g, double seconds) {
   std::cout << fmt::format("computed in {:.3f} s\n", seconds);
 }
 
+// `value`, or InputError(option, "", problem) when there is a problem.
+double checked(double value, const std::string& problem, const char* option) {
+  if (!problem.empty()) throw InputError(option, "", problem);
+  return value;
+}
+
+int mesh_level(const std::string& text) {
+  try {
+    return static_cast<int>(parse_integer(text, "--mesh-level", 0, kMaxMeshLevel));
+  } catch (const InputError&) {
+    throw InputError("--mesh-level", "", fmt::format("expected a mesh level from 0 to {}, got {}", kMaxMeshLevel, text));
+  }
+}
+
 }  // namespace
 
 int run_mesh(const Args& args) {
@@ -86,24 +101,24 @@ int run_mesh(const Args& args) {
   GeometrySpec spec;
   bool json = false;
   bool quiet = false;
-  app.add_option("--resolution", spec.resolution_deg, "grid resolution in degrees; must divide 180 and 360")
-      ->capture_default_str();
-  app.add_option("--mesh-level", spec.mesh_level, fmt::format("multi-mesh refinement level, 0..{}", kMaxMeshLevel))
-      ->capture_default_str();
-  app.add_option("--radius-fraction", spec.radius_query_fraction,
-                 "grid2mesh radius as a fraction of the longest finest-mesh edge, in (0, 2]")
-      ->capture_default_str();
+  // Each value is checked as it is parsed, before the computation, which takes a while.
+  app.add_option_function<double>(
+         "--resolution",
+         [&](double v) { spec.resolution_deg = checked(v, resolution_problem(v), "--resolution"); },
+         fmt::format("grid resolution in degrees, at least {}; must divide 180 and 360", kMinResolutionDeg))
+      ->default_str(fmt::format("{}", spec.resolution_deg));
+  app.add_option_function<std::string>(
+         "--mesh-level", [&](const std::string& v) { spec.mesh_level = mesh_level(v); },
+         fmt::format("multi-mesh refinement level, 0..{}", kMaxMeshLevel))
+      ->default_str(fmt::format("{}", spec.mesh_level));
+  app.add_option_function<double>(
+         "--radius-fraction",
+         [&](double v) { spec.radius_query_fraction = checked(v, radius_fraction_problem(v), "--radius-fraction"); },
+         "grid2mesh radius as a fraction of the longest finest-mesh edge, in (0, 2]")
+      ->default_str(fmt::format("{}", spec.radius_query_fraction));
   app.add_flag("--json", json, "machine-readable output");
   add_quiet_option(app, quiet);
   parse(app, args);
-
-  // Check every value before the computation, which takes a while.
-  if (std::string problem = resolution_problem(spec.resolution_deg); !problem.empty())
-    throw InputError("--resolution", "", problem);
-  if (std::string problem = mesh_level_problem(spec.mesh_level); !problem.empty())
-    throw InputError("--mesh-level", "", problem);
-  if (std::string problem = radius_fraction_problem(spec.radius_query_fraction); !problem.empty())
-    throw InputError("--radius-fraction", "", problem);
 
   const auto start = std::chrono::steady_clock::now();
   GraphGeometry geometry;

@@ -47,7 +47,7 @@ int run_plan(const Args& args) {
   }
   const nlohmann::json exports = trainer_exports(graph, device, budget, solution.plan, solution.report);
   const std::string text =
-      plan_document_json(graph, device, budget, solution.plan, solution.report, exports).dump(2) + "\n";
+      dump(plan_document_json(graph, device, budget, solution.plan, solution.report, exports)) + "\n";
   if (!trainer.empty()) std::cout << exports.at(trainer).at("snippet").get<std::string>();
   if (output.empty()) return 0;
   if (output == "-") {

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "actmem/error.h"
 #include "actmem/solver.h"
 #include "actmem/units.h"
 #include "commands.h"
@@ -95,7 +96,7 @@ int run_report(const Args& args) {
   const Report& r = figures.report;
   if (!setup.quiet)
     for (const auto& [path, text] : outputs)
-      std::cerr << fmt::format("wrote {} ({}): peak {} of {}, {}\n", path, format_bytes(static_cast<std::int64_t>(text.size())),
+      std::cerr << fmt::format("wrote {} ({}): peak {} of {}, {}\n", one_line(path), format_bytes(static_cast<std::int64_t>(text.size())),
                                format_bytes(r.peak_bytes), format_bytes(budget), r.fits ? "fits" : "does not fit");
   return r.fits ? 0 : 1;
 }

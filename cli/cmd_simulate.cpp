@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actmem/error.h"
+#include "actmem/limits.h"
 #include "actmem/plan_document.h"
 #include "actmem/simulator.h"
 #include "actmem/units.h"
@@ -23,10 +24,13 @@ int run_simulate(const Args& args) {
   bool json = false;
   int peak_buffers = 0;
   app.add_option("--plan", plan_name, "plan file, or none, full, every:K, deepmind, deepmind:B")->capture_default_str();
-  app.add_option("--timeline", timeline_path, "write the memory timeline (one row per op) as CSV");
+  app.add_option("--timeline", timeline_path,
+                 fmt::format("write the memory timeline (one row per op run, at most {}) as CSV", kMaxTimelineRows));
   app.add_flag("--json", json, "print the report as JSON");
-  app.add_option("--peak-buffers", peak_buffers, "list the N largest buffers live at the peak (JSON: live_at_peak)")
-      ->check(CLI::Range(1, 1000000));
+  app.add_option_function<std::string>(
+      "--peak-buffers",
+      [&](const std::string& v) { peak_buffers = static_cast<int>(parse_integer(v, "--peak-buffers", 1, 1000000)); },
+      "list the N largest buffers live at the peak, 1..1000000 (JSON: live_at_peak)");
   parse(app, args);
 
   // A plan file carries its model, run, device and budget; options given on

@@ -1,11 +1,12 @@
 // `actmem sweep`: fits / peak / overhead over devices, batches and rollouts.
+#include <array>
 #include <iostream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "actmem/error.h"
+#include "actmem/limits.h"
 #include "actmem/solver.h"
 #include "actmem/units.h"
 #include "commands.h"
@@ -15,24 +16,48 @@
 namespace actmem::cli {
 namespace {
 
-std::vector<std::int64_t> parse_list(const std::string& text, const std::string& option) {
-  std::vector<std::int64_t> values;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    std::size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != item.size() || v < 1)
-      throw InputError(option, "", fmt::format("expected a comma-separated list of positive integers, got '{}'", text));
-    values.push_back(v);
+// "a,b,c" split at commas; an empty item is an error.
+std::vector<std::string> split_list(const std::string& text, const std::string& option, const char* expected) {
+  std::vector<std::string> items;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', start);
+    items.push_back(text.substr(start, comma - start));
+    if (items.back().empty())
+      throw InputError(option, "", fmt::format("expected a comma-separated list of {}, got '{}'", expected, text));
+    if (comma == std::string::npos) return items;
+    start = comma + 1;
   }
-  if (values.empty()) throw InputError(option, "", "expected at least one value");
+}
+
+std::vector<std::int64_t> parse_list(const std::string& text, const std::string& option, std::int64_t max) {
+  std::vector<std::int64_t> values;
+  for (const std::string& item : split_list(text, option, "positive integers")) {
+    if (item.find_first_not_of("0123456789") != std::string::npos)
+      throw InputError(option, "", fmt::format("expected a comma-separated list of positive integers, got '{}'", text));
+    values.push_back(parse_integer(item, option, 1, max));
+  }
   return values;
+}
+
+// Catalog ids or device files; errors name --devices.
+std::vector<Device> load_devices(const std::vector<std::string>& ids) {
+  if (ids.size() == 1 && ids.front() == "all") return device_catalog();
+  std::vector<Device> devices;
+  for (const std::string& id : ids) {
+    try {
+      devices.push_back(load_device(id));
+    } catch (const InputError& e) {
+      if (e.source() != "--device") throw;
+      throw InputError("--devices", e.field(), e.message());
+    }
+  }
+  return devices;
+}
+
+std::string table_row(const std::array<std::string, 8>& cells) {
+  return fmt::format("{:<14} {:>5} {:>7} {:>5} {:>11} {:>11} {:>9} {:>10}\n", cells[0], cells[1], cells[2], cells[3],
+                     cells[4], cells[5], cells[6], cells[7]);
 }
 
 }  // namespace
@@ -42,41 +67,47 @@ int run_sweep(const Args& args) {
   RunSetup setup;
   setup.add_options(app, /*batch_and_rollout=*/false);
   setup.add_solver_options(app);
-  std::string devices = "all", batches = "1", rollouts = "1";
+  std::vector<std::string> device_ids{"all"};
+  std::vector<std::int64_t> batch_list{1}, rollout_list{1};
   bool json = false;
-  app.add_option("--devices", devices, "comma-separated catalog ids, or all")->capture_default_str();
-  app.add_option("--batch", batches, "comma-separated batch sizes")->capture_default_str();
-  app.add_option("--rollout", rollouts, "comma-separated rollout lengths")->capture_default_str();
+  app.add_option_function<std::string>(
+         "--devices", [&](const std::string& v) { device_ids = split_list(v, "--devices", "device ids or files"); },
+         "comma-separated catalog ids or device files, or all")
+      ->default_str("all");
+  app.add_option_function<std::string>(
+         "--batch", [&](const std::string& v) { batch_list = parse_list(v, "--batch", kMaxBatch); },
+         "comma-separated batch sizes")
+      ->default_str("1");
+  app.add_option_function<std::string>(
+         "--rollout", [&](const std::string& v) { rollout_list = parse_list(v, "--rollout", kMaxRollout); },
+         fmt::format("comma-separated rollout lengths; devices × batches × rollouts at most {} rows", kMaxSweepRows))
+      ->default_str("1");
   app.add_flag("--json", json, "print the table as JSON");
   parse(app, args);
 
-  std::vector<Device> targets;
-  if (devices == "all") {
-    targets = device_catalog();
-  } else {
-    std::stringstream in(devices);
-    std::string id;
-    while (std::getline(in, id, ',')) targets.push_back(load_device(id));
-  }
-  const std::vector<std::int64_t> rollout_list = parse_list(rollouts, "--rollout");
-  const std::vector<std::int64_t> batch_list = parse_list(batches, "--batch");
+  const std::vector<Device> targets = load_devices(device_ids);
+  const std::size_t rows_asked = targets.size() * batch_list.size() * rollout_list.size();
+  if (rows_asked > static_cast<std::size_t>(kMaxSweepRows))
+    throw InputError("sweep", "",
+                     fmt::format("{} devices × {} batch sizes × {} rollouts is {} rows; expected at most {}",
+                                 targets.size(), batch_list.size(), rollout_list.size(), rows_asked, kMaxSweepRows));
   const ModelDescription model = setup.load_model();
+  for (const Device& d : targets) setup.budget_bytes(d);  // a --budget above any device's memory is refused first
+  // Printed at the end: an error in any row leaves no partial table.
   nlohmann::json rows = nlohmann::json::array();
+  std::string table = table_row({"device", "batch", "rollout", "fits", "peak", "budget", "recompute", "step time"});
   ProgressLine progress("actmem sweep", setup.quiet);
-  const int steps = static_cast<int>(rollout_list.size() * batch_list.size() * targets.size());
-  if (!json)
-    std::cout << fmt::format("{:<14} {:>5} {:>7} {:>5} {:>11} {:>11} {:>9} {:>10}\n", "device", "batch", "rollout",
-                             "fits", "peak", "budget", "recompute", "step time");
+  const int steps = static_cast<int>(rows_asked);
   for (std::int64_t rollout : rollout_list) {
     for (std::int64_t batch : batch_list) {
-      RunSetup s = setup;
-      s.batch = batch;
-      s.rollout = rollout;
-      const CostGraph graph = CostGraph::build(model, s.run_options());
+      RunOptions run = setup.run;
+      run.batch = batch;
+      run.rollout = rollout;
+      const CostGraph graph = CostGraph::build(model, run);
       for (const Device& d : targets) {
         progress.update(fmt::format("{}, batch {}, rollout {}", d.id, batch, rollout), static_cast<int>(rows.size()) + 1,
                         steps);
-        const std::int64_t budget = s.budget_bytes(d);
+        const std::int64_t budget = setup.budget_bytes(d);
         const Solution sol = solve(graph, d, budget, setup.solver_options());
         const Report& r = sol.report;
         rows.push_back({{"device", d.id},
@@ -88,17 +119,18 @@ int run_sweep(const Args& args) {
                         {"budget_bytes", budget},
                         {"recompute_overhead", r.recompute_overhead()},
                         {"step_time_s", r.step_time_s}});
-        progress.clear();
-        if (!json)
-          std::cout << fmt::format("{:<14} {:>5} {:>7} {:>5} {:>11} {:>11} {:>9} {:>10}\n", d.id, batch, rollout,
-                                   sol.feasible ? "yes" : "no", format_bytes(sol.feasible ? r.peak_bytes : sol.min_peak_bytes),
-                                   format_bytes(budget),
-                                   sol.feasible ? fmt::format("+{:.1f}%", 100.0 * r.recompute_overhead()) : "-",
-                                   sol.feasible ? format_seconds(r.step_time_s) : "-");
+        table += table_row({d.id, std::to_string(batch), std::to_string(rollout), sol.feasible ? "yes" : "no",
+                            format_bytes(sol.feasible ? r.peak_bytes : sol.min_peak_bytes), format_bytes(budget),
+                            sol.feasible ? fmt::format("+{:.1f}%", 100.0 * r.recompute_overhead()) : "-",
+                            sol.feasible ? format_seconds(r.step_time_s) : "-"});
       }
     }
   }
-  if (json) print_json(rows);
+  progress.clear();
+  if (json)
+    print_json(rows);
+  else
+    std::cout << table;
   return 0;
 }
 

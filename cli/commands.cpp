@@ -35,37 +35,47 @@ std::vector<std::string> option_names(const CLI::App& app) {
   return names;
 }
 
+// The words CLI11 left over, in command-line order: an unknown option
+// (with a suggestion), or else the unexpected arguments.
+UsageError extras_error(const CLI::App& app, const Args& args) {
+  const auto known = option_names(app);
+  for (const std::string& a : args) {
+    if (a.size() < 2 || a[0] != '-') continue;
+    const std::string name = a.substr(0, a.find('='));
+    if (std::find(known.begin(), known.end(), name) == known.end())
+      return UsageError(fmt::format("{}: unknown option '{}'{}; see 'actmem {} --help'", app.get_name(), name,
+                                    did_you_mean(name, known), app.get_name()));
+  }
+  std::vector<std::string> extras = app.remaining();
+  return UsageError(fmt::format("{}: unexpected argument{} '{}'; see 'actmem {} --help'", app.get_name(),
+                                extras.size() > 1 ? "s" : "", fmt::join(extras, "' '"), app.get_name()));
+}
+
+bool parse_only = false;
+
 }  // namespace
 
+void stop_after_parsing(bool on) { parse_only = on; }
+
 void parse(CLI::App& app, const Args& args) {
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes the words last first
   try {
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
     std::cout << app.help();
     throw ExitRequest{0};
-  } catch (const CLI::ExtrasError& e) {
-    // The first unexpected word, with a suggestion when it looks like an option.
-    std::string first;
-    for (const std::string& a : args) {
-      if (a.starts_with("-")) {
-        const std::string name = a.substr(0, a.find('='));
-        const auto known = option_names(app);
-        if (std::find(known.begin(), known.end(), name) == known.end()) {
-          first = name;
-          break;
-        }
-      }
-    }
-    if (!first.empty())
-      throw UsageError(fmt::format("{}: unknown option '{}'{}; see 'actmem {} --help'", app.get_name(), first,
-                                   did_you_mean(first, option_names(app)), app.get_name()));
-    throw UsageError(fmt::format("{}: {}; see 'actmem {} --help'", app.get_name(), e.what(), app.get_name()));
+  } catch (const CLI::ExtrasError&) {
+    throw extras_error(app, args);
   } catch (const CLI::ParseError& e) {
     throw UsageError(fmt::format("{}: {}; see 'actmem {} --help'", app.get_name(), e.what(), app.get_name()));
   }
+  if (parse_only) throw ExitRequest{0};
 }
 
-void print_json(const nlohmann::json& value) { std::cout << value.dump(2) << '\n'; }
+void print_json(const nlohmann::json& value) { std::cout << dump(value) << '\n'; }
+
+std::string dump(const nlohmann::json& value) {
+  return value.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 }  // namespace actmem::cli

@@ -40,10 +40,18 @@ struct ExitRequest {
 
 // Parses `args` into `app`. --help prints the help and throws ExitRequest{0};
 // any parse error throws UsageError naming the command, and an unknown option
-// suggests the closest known one.
+// suggests the closest known one. Option values are checked as they are
+// parsed (InputError).
 void parse(CLI::App& app, const Args& args);
 
-// Prints a JSON value to stdout, indented, with a trailing newline.
+// For the argument fuzzer (fuzz/cli_arguments_fuzzer.cpp): when on, parse()
+// ends every command with ExitRequest{0} once its command line is parsed and
+// its values checked, before it reads a file or computes anything.
+void stop_after_parsing(bool on);
+
+// A JSON value as text, indented (invalid UTF-8 in strings replaced, never
+// an exception); print_json() writes it to stdout with a trailing newline.
+std::string dump(const nlohmann::json& value);
 void print_json(const nlohmann::json& value);
 
 int run_models(const Args& args);

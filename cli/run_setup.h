@@ -25,18 +25,16 @@ struct Target {
   std::int64_t budget_bytes = 0;
 };
 
+// Values are checked as the command line is parsed (InputError naming the
+// option); files are read and the graph is built only by the loaders below.
 struct RunSetup {
   std::string model = "graphcast";
   std::string device = "tpu-v4";
-  std::string memory;  // "24GiB": a device known only by its memory
-  std::string budget;  // overrides the device's memory as the budget
-  std::string framework = "jax";
-  std::string dtype = "bfloat16";
-  std::string optimizer = "adam";
-  std::int64_t batch = 1;
-  std::int64_t rollout = 1;
-  bool nested_regions = false;  // the solver also searches nested regions
-  bool quiet = false;           // no progress line or notes on stderr (progress_line.h)
+  std::optional<std::int64_t> memory_bytes;  // --memory: a device known only by its memory
+  std::optional<std::int64_t> budget;        // --budget: at most the device's memory
+  RunOptions run;                            // --dtype, --framework, --optimizer, --batch, --rollout
+  bool nested_regions = false;               // the solver also searches nested regions
+  bool quiet = false;                        // no progress line or notes on stderr (progress_line.h)
 
   // `batch_and_rollout`: false for commands that take lists of them instead.
   // Adds --quiet too.
@@ -47,9 +45,8 @@ struct RunSetup {
 
   // Loaded and validated; InputError on anything wrong.
   ModelDescription load_model() const;
-  RunOptions run_options() const;
   Device load_device() const;
-  std::int64_t budget_bytes(const Device& device) const;
+  std::int64_t budget_bytes(const Device& device) const;  // --budget, checked against the device
   Target target() const;  // all of the above, loaded and built
   // The same for a command that may read a plan file: the document's model,
   // run, device and budget, each replaced by what the command line of `app`

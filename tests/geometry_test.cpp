@@ -260,23 +260,23 @@ TEST_SUITE("geometry") {
 
   TEST_CASE("bad geometry is an InputError naming the option and the value") {
     CHECK_THROWS_WITH_AS(compute_graph_counts({0.7, 6, 0.6}),
-                         "--resolution: expected a resolution in degrees of at least 0.05 that divides 180 and 360, "
+                         "--resolution: expected a resolution in degrees of at least 0.25 that divides 180 and 360, "
                          "got 0.7",
                          InputError);
-    CHECK_THROWS_WITH_AS(compute_graph_counts({0.25, 11, 0.6}),
-                         "--mesh-level: expected a mesh level from 0 to 10, got 11", InputError);
+    CHECK_THROWS_WITH_AS(compute_graph_counts({0.25, 9, 0.6}),
+                         "--mesh-level: expected a mesh level from 0 to 8, got 9", InputError);
     CHECK_THROWS_WITH_AS(compute_graph_counts({0.25, 6, 2.5}),
                          "--radius-fraction: expected a radius fraction greater than 0 and at most 2, got 2.5",
                          InputError);
-    for (const double bad : {0.0, -1.0, 0.01, 0.7, 7.0, 360.0, std::nan(""), HUGE_VAL}) {
+    for (const double bad : {0.0, -1.0, 0.01, 0.05, 0.1, 0.7, 7.0, 360.0, std::nan(""), HUGE_VAL}) {
       CAPTURE(bad);
       CHECK_FALSE(resolution_problem(bad).empty());
     }
-    for (const double good : {0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 180.0}) {
+    for (const double good : {0.25, 0.5, 1.0, 1.5, 2.0, 180.0}) {
       CAPTURE(good);
       CHECK(resolution_problem(good).empty());
     }
-    for (const int bad : {-1, 11}) CHECK_FALSE(mesh_level_problem(bad).empty());
+    for (const int bad : {-1, 9, 11}) CHECK_FALSE(mesh_level_problem(bad).empty());
     for (const double bad : {0.0, -0.1, 2.0001, std::nan("")}) CHECK_FALSE(radius_fraction_problem(bad).empty());
     CHECK(radius_fraction_problem(2.0).empty());
   }

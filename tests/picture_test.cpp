@@ -146,7 +146,8 @@ TEST_SUITE("picture") {
     const CostGraph g = tiny_graph();
     Plan p = nested_plan(g);
     p.checkpoints.push_back({6, 6, {}});  // the decoder recomputed block by block: recompute and backward alternate
-    p.edge_blocks.back() = 2048;
+    p.edge_blocks.front() = 1024;         // and the encoder; 1024 blocks is a plan's most (actmem/limits.h)
+    p.edge_blocks.back() = 1024;
     SimulationOptions options;
     options.record_timeline = true;
     const Device device = load_device("a100-40gb");

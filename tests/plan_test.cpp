@@ -58,7 +58,8 @@ TEST_SUITE("plan") {
         {"zero blocks", R"({"checkpoints": [], "edge_blocks": {"encoder": 0}})",
          "p.json: /edge_blocks/encoder: expected a positive integer, got 0"},
         {"too many blocks", R"({"checkpoints": [], "edge_blocks": {"encoder": 3001}})",
-         "p.json: /edge_blocks/encoder: expected a positive integer of at most 3000, got 3001"},
+         "p.json: /edge_blocks/encoder: expected a positive integer of at most 1024 (actmem's limit on edge blocks), "
+         "got 3001"},
         {"no edge update", R"({"checkpoints": [], "edge_blocks": {"mesh_edge_embed": 2}})",
          "p.json: /edge_blocks/mesh_edge_embed: stage has no edge update to block (only encoder, processor.k and decoder do)"},
         {"not a list", R"({"checkpoints": {"from": "encoder"}})",
@@ -85,8 +86,8 @@ TEST_SUITE("plan") {
     CHECK(dm.edge_blocks.back() == 5);
     CHECK(dm.checkpoints.front() == Region{0, 0, {}});
     CHECK(dm.checkpoints.back() == Region{6, 6, {}});
-    CHECK_THROWS_WITH_AS(builtin_plan("every:0", stages, edges), "--plan: expected every:N with N a positive integer, got 'every:0'",
-                         InputError);
+    CHECK_THROWS_WITH_AS(builtin_plan("every:0", stages, edges),
+                         "--plan: expected every:N with N an integer from 1 to 16, got 'every:0'", InputError);
     CHECK_THROWS_AS(builtin_plan("sometimes", stages, edges), InputError);
   }
 

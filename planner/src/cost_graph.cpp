@@ -6,6 +6,10 @@
 #include <boost/graph/topological_sort.hpp>
 #include <fmt/format.h>
 
+#include "actmem/error.h"
+#include "actmem/limits.h"
+#include "checked_math.h"
+
 namespace actmem {
 
 // Ops as vertices, one edge per (tensor, consumer) from the tensor's producer.
@@ -68,7 +72,35 @@ CostGraphBuilder::CostGraphBuilder(const ModelDescription& model, const RunOptio
   graph_.stages_ = std::move(stages);
 }
 
+namespace {
+
+// The run option that makes a step too large: the one a user would lower.
+std::string too_large_source(const CostGraph& g, bool bytes) {
+  if (bytes && g.run().batch > 1) return "--batch";
+  if (g.run().rollout > 1) return "--rollout";
+  return g.model().name;
+}
+
+}  // namespace
+
+void CostGraphBuilder::check_bytes(const Tensor& t) {
+  using detail::checked_add;
+  using detail::checked_mul;
+  const std::optional<std::int64_t> elements = checked_mul(t.rows, t.cols);
+  const std::optional<std::int64_t> bytes = elements ? checked_mul(*elements, t.element_bytes) : std::nullopt;
+  const std::optional<std::int64_t> total = bytes ? checked_add(total_bytes_, *bytes) : std::nullopt;
+  if (t.rows < 0 || t.cols < 0 || !total || *total > kMaxStepBytes) {
+    const RunOptions& r = graph_.run();
+    throw InputError(too_large_source(graph_, true), "",
+                     fmt::format("the training step is too large to plan: the tensors of model '{}' at batch {}, "
+                                 "rollout {}, {} exceed 2^56 bytes (64 PiB); reduce the batch or the rollout",
+                                 graph_.model().name, r.batch, r.rollout, to_string(r.dtype)));
+  }
+  total_bytes_ = *total;
+}
+
 TensorId CostGraphBuilder::add_tensor(Tensor tensor) {
+  check_bytes(tensor);
   graph_.tensors_.push_back(std::move(tensor));
   graph_.producer_.push_back(-1);
   graph_.consumers_.emplace_back();
@@ -76,6 +108,11 @@ TensorId CostGraphBuilder::add_tensor(Tensor tensor) {
 }
 
 OpId CostGraphBuilder::add_op(Op op) {
+  if (static_cast<std::int64_t>(graph_.ops_.size()) >= kMaxStepOps)
+    throw InputError(too_large_source(graph_, false), "",
+                     fmt::format("the training step is too large to plan: model '{}' at rollout {} has more than {} "
+                                 "ops (the limit that keeps every answer within seconds); reduce the rollout",
+                                 graph_.model().name, graph_.run().rollout, kMaxStepOps));
   const auto id = static_cast<OpId>(graph_.ops_.size());
   for (TensorId t : op.inputs) graph_.consumers_[static_cast<std::size_t>(t)].push_back(id);
   for (TensorId t : op.outputs) {

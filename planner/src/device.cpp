@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "actmem/error.h"
+#include "actmem/limits.h"
+#include "actmem/units.h"
 #include "actmem/suggest.h"
 #include "embedded.h"
 #include "json_fields.h"
@@ -40,16 +42,16 @@ Device device_from_json(const nlohmann::json& object, const std::string& source,
   const detail::FieldReader in(object, source, pointer);
   in.reject_unknown_fields(kDeviceFields);
   Device d;
-  d.id = in.string("id");
-  d.name = in.optional_string("name").value_or(d.id);
-  d.memory_bytes = in.positive_int("memory_bytes", std::int64_t{1} << 52);
-  d.reserve_bytes = in.has("reserve_bytes") ? in.non_negative_int("reserve_bytes", std::int64_t{1} << 52) : 0;
+  d.id = in.name("id");
+  d.name = in.optional_name("name").value_or(d.id);
+  d.memory_bytes = in.positive_int("memory_bytes", kMaxDeviceBytes);
+  d.reserve_bytes = in.has("reserve_bytes") ? in.non_negative_int("reserve_bytes", kMaxDeviceBytes) : 0;
   if (d.reserve_bytes >= d.memory_bytes)
     in.fail("reserve_bytes", fmt::format("expected less than memory_bytes ({}), got {}", d.memory_bytes, d.reserve_bytes));
   if (in.has("peak_bf16_flops") && !in.value("peak_bf16_flops").is_null())
-    d.peak_bf16_flops = in.positive_number("peak_bf16_flops");
-  d.peak_fp32_flops = in.positive_number("peak_fp32_flops");
-  d.bandwidth_bytes_per_s = in.positive_number("bandwidth_bytes_per_s");
+    d.peak_bf16_flops = in.number_in("peak_bf16_flops", kMinDeviceRate, kMaxDeviceRate);
+  d.peak_fp32_flops = in.number_in("peak_fp32_flops", kMinDeviceRate, kMaxDeviceRate);
+  d.bandwidth_bytes_per_s = in.number_in("bandwidth_bytes_per_s", kMinDeviceRate, kMaxDeviceRate);
   d.source = in.optional_string("source").value_or("");
   return d;
 }
@@ -74,11 +76,23 @@ Device load_device(std::string_view id_or_path) {
   return device_from_json(detail::read_json_file(id), id, "");
 }
 
+std::int64_t budget_within(const Device& device, std::int64_t budget_bytes, const std::string& source) {
+  if (budget_bytes < 1 || budget_bytes > device.memory_bytes)
+    throw InputError(source, "",
+                     fmt::format("expected a budget from 1 B to the memory of {} ({}), got {}; a budget can only "
+                                 "lower the memory a plan may use (--memory describes a device with more)",
+                                 device.id, format_bytes(device.memory_bytes), format_bytes(budget_bytes)));
+  return budget_bytes;
+}
+
 Device device_with_memory(std::int64_t memory_bytes) {
   Device d = *std::find_if(device_catalog().begin(), device_catalog().end(),
                            [](const Device& c) { return c.id == "a100-80gb"; });
   d.id = "custom";
   d.name = "custom device (memory only; A100 speed assumed)";
+  if (memory_bytes < 1 || memory_bytes > kMaxDeviceBytes)
+    throw InputError("--memory", "",
+                     fmt::format("expected a memory size from 1 B to 2^52 bytes (4 PiB), got {}", memory_bytes));
   d.memory_bytes = memory_bytes;
   d.reserve_bytes = 0;
   d.source = "--memory";

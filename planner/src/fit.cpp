@@ -3,6 +3,7 @@
 namespace actmem {
 
 FitAnswer fits(const CostGraph& graph, const Device& device, std::int64_t budget_bytes, const SolverOptions& options) {
+  budget_within(device, budget_bytes, "budget");
   Solution solution = solve(graph, device, budget_bytes, options);
   FitAnswer answer;
   answer.fits = solution.feasible;

@@ -1,7 +1,7 @@
 #include "json_fields.h"
 
-#include <fstream>
-#include <sstream>
+#include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -9,39 +9,53 @@
 #include "actmem/suggest.h"
 
 namespace actmem::detail {
+namespace {
 
-nlohmann::json parse_json(std::string_view text, const std::string& source) {
-  try {
-    return nlohmann::json::parse(text.begin(), text.end());
-  } catch (const nlohmann::json::parse_error& e) {
-    // e.byte is 1-based and points just past the offending character.
-    std::size_t line = 1, column = 1;
-    const std::size_t end = std::min<std::size_t>(e.byte > 0 ? e.byte - 1 : 0, text.size());
-    for (std::size_t i = 0; i < end; ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        column = 1;
-      } else {
-        ++column;
-      }
+constexpr std::size_t kDescribeBytes = 40;
+constexpr std::size_t kMaxNameBytes = 256;
+
+// Appends JSON text for `value` to `out`, stopping once `out` holds `limit`
+// bytes: each level of nesting adds a byte, so the recursion is bounded too.
+void render(const nlohmann::json& value, std::string& out, std::size_t limit) {
+  const auto dump = [](const nlohmann::json& v) { return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); };
+  if (value.is_object() || value.is_array()) {
+    out += value.is_object() ? '{' : '[';
+    bool first = true;
+    for (const auto& [key, item] : value.items()) {
+      if (out.size() >= limit) return;
+      if (!first) out += ',';
+      first = false;
+      if (value.is_object()) out += dump(nlohmann::json(key.substr(0, limit))) + ':';
+      render(item, out, limit);
     }
-    std::string reason = e.what();
-    if (const auto cut = reason.find("syntax error"); cut != std::string::npos) reason = reason.substr(cut);
-    throw InputError(fmt::format("{}:{}:{}", source, line, column), "", "invalid JSON: " + reason);
+    out += value.is_object() ? '}' : ']';
+  } else if (value.is_string()) {
+    out += dump(nlohmann::json(value.get_ref<const std::string&>().substr(0, limit)));
+  } else {
+    out += dump(value);
   }
 }
 
-nlohmann::json read_json_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "", "cannot open file for reading");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_json(text.str(), path);
+// The exact integer a JSON number holds: nullopt for non-numbers and
+// fractions; integers beyond int64 clamp to its ends (failing any range).
+std::optional<std::int64_t> integer_value(const nlohmann::json& v) {
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  if (v.is_number_unsigned())
+    return v.get<std::uint64_t>() > static_cast<std::uint64_t>(kMax) ? kMax : v.get<std::int64_t>();
+  if (v.is_number_integer()) return v.get<std::int64_t>();
+  if (!v.is_number_float()) return std::nullopt;
+  const double d = v.get<double>();
+  if (!std::isfinite(d) || std::trunc(d) != d) return std::nullopt;
+  if (std::fabs(d) >= 9.2e18) return d > 0 ? kMax : std::numeric_limits<std::int64_t>::min();
+  return static_cast<std::int64_t>(d);
 }
 
+}  // namespace
+
 std::string describe(const nlohmann::json& value) {
-  std::string text = value.dump();
-  if (text.size() > 40) text = text.substr(0, 37) + "...";
+  std::string text;
+  render(value, text, kDescribeBytes + 1);
+  if (text.size() > kDescribeBytes) text = text.substr(0, kDescribeBytes - 3) + "...";
   return text;
 }
 
@@ -64,11 +78,10 @@ const nlohmann::json& FieldReader::value(std::string_view key) const {
 
 std::int64_t FieldReader::positive_int(std::string_view key, std::int64_t max) const {
   const nlohmann::json& v = value(key);
-  const bool integral = v.is_number_integer() || (v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<std::int64_t>(v.get<double>())));
-  if (!integral || v.get<double>() < 1.0) fail(key, "expected a positive integer, got " + describe(v));
-  if (v.is_number_unsigned() ? v.get<std::uint64_t>() > static_cast<std::uint64_t>(max) : v.get<double>() > static_cast<double>(max))
-    fail(key, fmt::format("expected a positive integer of at most {}, got {}", max, describe(v)));
-  return v.is_number_float() ? static_cast<std::int64_t>(v.get<double>()) : v.get<std::int64_t>();
+  const std::optional<std::int64_t> n = integer_value(v);
+  if (!n || *n < 1) fail(key, "expected a positive integer, got " + describe(v));
+  if (*n > max) fail(key, fmt::format("expected a positive integer of at most {}, got {}", max, describe(v)));
+  return *n;
 }
 
 std::optional<std::int64_t> FieldReader::optional_positive_int(std::string_view key, std::int64_t max) const {
@@ -78,7 +91,7 @@ std::optional<std::int64_t> FieldReader::optional_positive_int(std::string_view 
 
 std::int64_t FieldReader::non_negative_int(std::string_view key, std::int64_t max) const {
   const nlohmann::json& v = value(key);
-  if (v.is_number_integer() && v.get<std::int64_t>() == 0 && !v.is_number_float()) return 0;
+  if (v.is_number_integer() && v.get<std::int64_t>() == 0) return 0;
   return positive_int(key, max);
 }
 
@@ -99,6 +112,13 @@ std::optional<double> FieldReader::optional_positive_number(std::string_view key
   return positive_number(key);
 }
 
+double FieldReader::number_in(std::string_view key, double min, double max) const {
+  const nlohmann::json& v = value(key);
+  if (!v.is_number() || !(v.get<double>() >= min && v.get<double>() <= max))
+    fail(key, fmt::format("expected a number from {:g} to {:g}, got {}", min, max, describe(v)));
+  return v.get<double>();
+}
+
 std::string FieldReader::string(std::string_view key) const {
   const nlohmann::json& v = value(key);
   if (!v.is_string()) fail(key, "expected a string, got " + describe(v));
@@ -108,6 +128,19 @@ std::string FieldReader::string(std::string_view key) const {
 std::optional<std::string> FieldReader::optional_string(std::string_view key) const {
   if (!has(key)) return std::nullopt;
   return string(key);
+}
+
+std::string FieldReader::name(std::string_view key) const {
+  std::string text = string(key);
+  if (text.size() > kMaxNameBytes || one_line(text) != text)
+    fail(key, fmt::format("expected a name of at most {} printable characters on one line, got {}", kMaxNameBytes,
+                          describe(value(key))));
+  return text;
+}
+
+std::optional<std::string> FieldReader::optional_name(std::string_view key) const {
+  if (!has(key)) return std::nullopt;
+  return name(key);
 }
 
 void FieldReader::reject_unknown_fields(const std::vector<std::string>& known) const {

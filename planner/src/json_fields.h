@@ -14,15 +14,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "json_text.h"
+
 namespace actmem::detail {
 
-// Parses JSON text; a syntax error names the line and column.
-nlohmann::json parse_json(std::string_view text, const std::string& source);
-
-// Reads and parses a JSON file; a missing file is an InputError too.
-nlohmann::json read_json_file(const std::string& path);
-
-// A short rendering of a JSON value for messages: -5, "abc", an object.
+// A short rendering of a JSON value for messages (-5, "abc", an object cut
+// at 40 characters); its cost is bounded whatever the value holds.
 std::string describe(const nlohmann::json& value);
 
 class FieldReader {
@@ -30,7 +27,7 @@ class FieldReader {
   FieldReader(const nlohmann::json& object, std::string source, std::string pointer = "");
 
   bool has(std::string_view key) const;
-  std::string pointer_to(std::string_view key) const { return pointer_ + "/" + std::string{key}; }
+  std::string pointer_to(std::string_view key) const { return pointer_ + "/" + pointer_segment(key); }
   const std::string& source() const { return source_; }
   const std::string& pointer() const { return pointer_; }
 
@@ -39,9 +36,15 @@ class FieldReader {
   std::int64_t non_negative_int(std::string_view key, std::int64_t max) const;
   double positive_number(std::string_view key) const;
   std::optional<double> optional_positive_number(std::string_view key) const;
+  // A number within [min, max].
+  double number_in(std::string_view key, double min, double max) const;
   bool boolean(std::string_view key) const;
   std::string string(std::string_view key) const;
   std::optional<std::string> optional_string(std::string_view key) const;
+  // A string printed to terminals (a model or device name): one printable
+  // line (error.h, one_line) of at most 256 bytes.
+  std::string name(std::string_view key) const;
+  std::optional<std::string> optional_name(std::string_view key) const;
   const nlohmann::json& value(std::string_view key) const;
 
   // Every key of the object must be one of `known`; otherwise an error that

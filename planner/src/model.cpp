@@ -2,12 +2,15 @@
 
 #include <array>
 #include <filesystem>
+#include <limits>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "actmem/error.h"
 #include "actmem/graph_counts.h"
+#include "actmem/icosahedral_mesh.h"
+#include "actmem/limits.h"
 #include "actmem/suggest.h"
 #include "checked_math.h"
 #include "embedded.h"
@@ -16,18 +19,13 @@
 namespace actmem {
 namespace {
 
-constexpr std::int64_t kMaxCount = std::int64_t{1} << 40;  // nodes or edges
-constexpr std::int64_t kMaxWidth = std::int64_t{1} << 20;  // features or latent
-constexpr std::int64_t kMaxSteps = 4096;
-constexpr std::int64_t kMaxHiddenLayers = 64;
-
 const std::vector<std::string> kPresets{"graphcast", "graphcast-small", "graphcast-operational"};
 
 const std::vector<std::string> kFields{
     "name", "description", "architecture", "resolution_deg", "mesh_level", "radius_query_fraction",
     "grid_nodes", "mesh_nodes", "grid2mesh_edges", "mesh_edges", "mesh2grid_edges",
     "latent_size", "mlp_hidden_layers", "processor_steps", "grid_input_features",
-    "mesh_input_features", "edge_features", "output_features", "fingerprint"};
+    "mesh_input_features", "edge_features", "output_features", "fingerprint", "parameter_count"};
 
 struct CountField {
   const char* key;
@@ -67,6 +65,49 @@ void check_byte_totals(const ModelDescription& m, const std::string& source) {
   }
 }
 
+// The counts missing from the file, computed from its geometry; each must
+// be at least 1 (a tiny radius fraction can leave grid2mesh empty).
+void compute_missing_counts(const detail::FieldReader& in, ModelDescription& m) {
+  for (const CountField& f : kCountFields) {
+    if (in.has(f.key)) continue;
+    if (!m.resolution_deg || !m.mesh_level)
+      in.fail(f.key, "missing required field (give it, or give resolution_deg and mesh_level to compute it)");
+  }
+  GeometrySpec spec;
+  spec.resolution_deg = *m.resolution_deg;
+  spec.mesh_level = static_cast<int>(*m.mesh_level);
+  spec.radius_query_fraction = m.radius_query_fraction.value_or(spec.radius_query_fraction);
+  GraphCounts counts;
+  try {
+    counts = compute_graph_counts(spec);
+  } catch (const InputError& e) {
+    // The geometry names command-line options; a model file names fields.
+    const std::string field = e.source() == "--resolution"        ? "/resolution_deg"
+                              : e.source() == "--radius-fraction" ? "/radius_query_fraction"
+                                                                  : "/mesh_level";
+    throw InputError(in.source(), field, e.message());
+  }
+  for (const CountField& f : kCountFields) {
+    if (in.has(f.key)) continue;
+    if (counts.*(f.computed) < 1)
+      in.fail(f.key, fmt::format("computed as {} from the geometry; expected at least 1 (give it, or a larger "
+                                 "radius_query_fraction)", counts.*(f.computed)));
+    m.*(f.member) = counts.*(f.computed);
+  }
+}
+
+// Fields derived from the others (actmem writes them: plan documents, the
+// Python module's model()) must match the model they describe.
+void check_derived_fields(const detail::FieldReader& in, const ModelDescription& m) {
+  if (in.has("fingerprint") && in.string("fingerprint") != fingerprint(m))
+    in.fail("fingerprint", fmt::format("expected {} for the model described here, got {} (was the document edited?)",
+                                       fingerprint(m), detail::describe(in.value("fingerprint"))));
+  if (in.has("parameter_count") &&
+      in.positive_int("parameter_count", std::numeric_limits<std::int64_t>::max()) != parameter_count(m))
+    in.fail("parameter_count", fmt::format("expected {} for the model described here, got {}", parameter_count(m),
+                                           detail::describe(in.value("parameter_count"))));
+}
+
 }  // namespace
 
 std::vector<std::string> preset_names() { return kPresets; }
@@ -76,17 +117,17 @@ ModelDescription model_from_json(const nlohmann::json& document, const std::stri
   in.reject_unknown_fields(kFields);
 
   ModelDescription m;
-  m.name = in.optional_string("name").value_or(std::filesystem::path(source).stem().string());
+  m.name = in.optional_name("name").value_or(one_line(std::filesystem::path(source).stem().string()));
   m.architecture = in.string("architecture");
   if (m.architecture != "graphcast")
-    in.fail("architecture", fmt::format("expected \"graphcast\", got \"{}\"", m.architecture));
+    in.fail("architecture", fmt::format("expected \"graphcast\", got {}", detail::describe(in.value("architecture"))));
   m.resolution_deg = in.optional_positive_number("resolution_deg");
-  if (in.has("mesh_level")) m.mesh_level = in.non_negative_int("mesh_level", 10);
+  if (in.has("mesh_level")) m.mesh_level = in.non_negative_int("mesh_level", kMaxMeshLevel);
   m.radius_query_fraction = in.optional_positive_number("radius_query_fraction");
 
   m.latent_size = in.positive_int("latent_size", kMaxWidth);
   m.mlp_hidden_layers = in.positive_int("mlp_hidden_layers", kMaxHiddenLayers);
-  m.processor_steps = in.positive_int("processor_steps", kMaxSteps);
+  m.processor_steps = in.positive_int("processor_steps", kMaxProcessorSteps);
   m.grid_input_features = in.positive_int("grid_input_features", kMaxWidth);
   m.mesh_input_features = in.positive_int("mesh_input_features", kMaxWidth);
   m.edge_features = in.positive_int("edge_features", kMaxWidth);
@@ -100,30 +141,9 @@ ModelDescription model_from_json(const nlohmann::json& document, const std::stri
     else
       needs_geometry = true;
   }
-  if (needs_geometry) {
-    for (const CountField& f : kCountFields) {
-      if (in.has(f.key)) continue;
-      if (!m.resolution_deg || !m.mesh_level)
-        in.fail(f.key, "missing required field (give it, or give resolution_deg and mesh_level to compute it)");
-    }
-    GeometrySpec spec;
-    spec.resolution_deg = *m.resolution_deg;
-    spec.mesh_level = static_cast<int>(*m.mesh_level);
-    spec.radius_query_fraction = m.radius_query_fraction.value_or(spec.radius_query_fraction);
-    GraphCounts counts;
-    try {
-      counts = compute_graph_counts(spec);
-    } catch (const InputError& e) {
-      // The geometry names command-line options; a model file names fields.
-      const std::string field = e.source() == "--resolution"        ? "/resolution_deg"
-                                : e.source() == "--radius-fraction" ? "/radius_query_fraction"
-                                                                    : "/mesh_level";
-      throw InputError(source, field, e.message());
-    }
-    for (const CountField& f : kCountFields)
-      if (!in.has(f.key)) m.*(f.member) = counts.*(f.computed);
-  }
+  if (needs_geometry) compute_missing_counts(in, m);
   check_byte_totals(m, source);
+  check_derived_fields(in, m);
   return m;
 }
 

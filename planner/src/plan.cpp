@@ -1,13 +1,15 @@
 #include "actmem/plan.h"
 
 #include <algorithm>
-#include <charconv>
+#include <limits>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "actmem/error.h"
+#include "actmem/limits.h"
 #include "actmem/suggest.h"
+#include "actmem/units.h"
 #include "json_fields.h"
 
 namespace actmem {
@@ -16,13 +18,13 @@ namespace {
 int processor_begin(const std::vector<std::string>&) { return 2; }
 int processor_end(const std::vector<std::string>& stages) { return static_cast<int>(stages.size()) - 1; }
 
-std::int64_t parse_suffix(std::string_view name, std::string_view prefix, const std::string& source) {
-  std::int64_t value = 0;
-  const std::string_view digits = name.substr(prefix.size());
-  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-  if (ec != std::errc{} || end != digits.data() + digits.size() || value < 1)
-    throw InputError(source, "", fmt::format("expected {}N with N a positive integer, got '{}'", prefix, name));
-  return value;
+// The K of "every:K" or B of "deepmind:B", from 1 to `max`.
+std::int64_t parse_suffix(std::string_view name, std::string_view prefix, std::int64_t max, const std::string& source) {
+  try {
+    return parse_integer(name.substr(prefix.size()), source, 1, max);
+  } catch (const InputError&) {
+    throw InputError(source, "", fmt::format("expected {}N with N an integer from 1 to {}, got '{}'", prefix, max, name));
+  }
 }
 
 int stage_index(const nlohmann::json& value, const std::vector<std::string>& stages, const std::string& source,
@@ -37,10 +39,13 @@ int stage_index(const nlohmann::json& value, const std::vector<std::string>& sta
   return static_cast<int>(it - stages.begin());
 }
 
-// Parses a list of regions that must lie within [lo, hi] and not overlap.
+// Parses a list of regions at nesting level `depth` (1: top level) that
+// must lie within [lo, hi] and not overlap.
 std::vector<Region> parse_regions(const nlohmann::json& list, const std::vector<std::string>& stages,
-                                  const std::string& source, const std::string& pointer, int lo, int hi) {
+                                  const std::string& source, const std::string& pointer, int lo, int hi, int depth) {
   if (!list.is_array()) throw InputError(source, pointer, "expected a list of regions, got " + detail::describe(list));
+  if (depth > kMaxRegionDepth && !list.empty())
+    throw InputError(source, pointer, fmt::format("regions nested more than {} levels deep", kMaxRegionDepth));
   std::vector<Region> regions;
   for (std::size_t i = 0; i < list.size(); ++i) {
     const std::string at = fmt::format("{}/{}", pointer, i);
@@ -56,7 +61,8 @@ std::vector<Region> parse_regions(const nlohmann::json& list, const std::vector<
       throw InputError(source, at, fmt::format("inner region {}..{} lies outside its enclosing region {}..{}",
                                                stages[static_cast<std::size_t>(r.from)], stages[static_cast<std::size_t>(r.to)],
                                                stages[static_cast<std::size_t>(lo)], stages[static_cast<std::size_t>(hi)]));
-    if (in.has("inner")) r.inner = parse_regions(in.value("inner"), stages, source, at + "/inner", r.from, r.to);
+    if (in.has("inner"))
+      r.inner = parse_regions(in.value("inner"), stages, source, at + "/inner", r.from, r.to, depth + 1);
     regions.push_back(std::move(r));
   }
   std::vector<std::size_t> order(regions.size());
@@ -74,6 +80,34 @@ std::vector<Region> parse_regions(const nlohmann::json& list, const std::vector<
   std::vector<Region> sorted;
   for (std::size_t i : order) sorted.push_back(std::move(regions[i]));
   return sorted;
+}
+
+// Regions made in code: sorted, within [lo, hi], not overlapping, nested at
+// most kMaxRegionDepth levels (what parse_regions() ensures of a document).
+void validate_regions(const std::vector<Region>& regions, const std::string& pointer, int lo, int hi, int depth) {
+  if (!regions.empty() && depth > kMaxRegionDepth)
+    throw InputError("plan", pointer, fmt::format("regions nested more than {} levels deep", kMaxRegionDepth));
+  int next = lo;
+  for (std::size_t i = 0; i < regions.size(); ++i) {
+    const Region& r = regions[i];
+    const std::string at = fmt::format("{}/{}", pointer, i);
+    if (r.from < next || r.from > r.to || r.to > hi)
+      throw InputError("plan", at,
+                       fmt::format("expected a region within stages {}..{} (after the previous one), got {}..{}", next,
+                                   hi, r.from, r.to));
+    validate_regions(r.inner, at + "/inner", r.from, r.to, depth + 1);
+    next = r.to + 1;
+  }
+}
+
+// An edge-block count: at most the stage's edges and kMaxEdgeBlocks.
+std::int64_t block_count(const detail::FieldReader& blocks, const std::string& stage, std::int64_t edges) {
+  const std::int64_t limit = std::min(edges, kMaxEdgeBlocks);
+  const std::int64_t b = blocks.positive_int(stage, std::numeric_limits<std::int64_t>::max());
+  if (b > limit)
+    blocks.fail(stage, fmt::format("expected a positive integer of at most {} ({}), got {}", limit,
+                                   limit == edges ? "the stage's edges" : "actmem's limit on edge blocks", b));
+  return b;
 }
 
 std::string describe_regions(const std::vector<Region>& regions, const std::vector<std::string>& stages) {
@@ -116,11 +150,11 @@ Plan builtin_plan(std::string_view name, const std::vector<std::string>& stages,
       p.checkpoints.push_back({s, std::min(processor_end(stages) - 1, s + static_cast<int>(k) - 1), {}});
   };
   if (name.starts_with("every:")) {
-    processor_groups(parse_suffix(name, "every:", source));
+    processor_groups(parse_suffix(name, "every:", kMaxProcessorSteps, source));
     return p;
   }
   if (name == "deepmind" || name.starts_with("deepmind:")) {
-    const std::int64_t blocks = name == "deepmind" ? 8 : parse_suffix(name, "deepmind:", source);
+    const std::int64_t blocks = name == "deepmind" ? 8 : parse_suffix(name, "deepmind:", kMaxEdgeBlocks, source);
     p.checkpoints.push_back({0, 0, {}});
     processor_groups(3);
     p.checkpoints.push_back({n - 1, n - 1, {}});
@@ -138,7 +172,7 @@ Plan plan_from_json(const nlohmann::json& document, const std::vector<std::strin
   const detail::FieldReader in(document, source);
   Plan p = empty_plan(stages);
   p.checkpoints = parse_regions(in.value("checkpoints"), stages, source, "/checkpoints", 0,
-                                static_cast<int>(stages.size()) - 1);
+                                static_cast<int>(stages.size()) - 1, 1);
   if (in.has("step_checkpoint")) p.step_checkpoint = in.boolean("step_checkpoint");
   if (in.has("edge_blocks")) {
     const detail::FieldReader blocks(in.value("edge_blocks"), source, "/edge_blocks");
@@ -146,10 +180,24 @@ Plan plan_from_json(const nlohmann::json& document, const std::vector<std::strin
       const int s = stage_index(nlohmann::json(stage), stages, source, "/edge_blocks/" + stage);
       if (!has_edge_update(stage))
         blocks.fail(stage, "stage has no edge update to block (only encoder, processor.k and decoder do)");
-      p.edge_blocks[static_cast<std::size_t>(s)] = blocks.positive_int(stage, edges_per_stage[static_cast<std::size_t>(s)]);
+      p.edge_blocks[static_cast<std::size_t>(s)] = block_count(blocks, stage, edges_per_stage[static_cast<std::size_t>(s)]);
     }
   }
   return p;
+}
+
+void validate(const Plan& plan, const std::vector<std::string>& stages, const std::vector<std::int64_t>& edges_per_stage) {
+  const std::string source = "plan";
+  if (plan.edge_blocks.size() != stages.size() || edges_per_stage.size() != stages.size())
+    throw InputError(source, "/edge_blocks",
+                     fmt::format("expected one block count per stage ({}), got {}", stages.size(), plan.edge_blocks.size()));
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    const std::int64_t limit = std::max<std::int64_t>(1, std::min(edges_per_stage[s], kMaxEdgeBlocks));
+    if (plan.edge_blocks[s] < 1 || plan.edge_blocks[s] > limit)
+      throw InputError(source, "/edge_blocks/" + stages[s],
+                       fmt::format("expected a block count from 1 to {}, got {}", limit, plan.edge_blocks[s]));
+  }
+  validate_regions(plan.checkpoints, "/checkpoints", 0, static_cast<int>(stages.size()) - 1, 1);
 }
 
 nlohmann::json checkpoints_to_json(const std::vector<Region>& regions, const std::vector<std::string>& stages) {

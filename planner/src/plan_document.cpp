@@ -1,14 +1,9 @@
 #include "actmem/plan_document.h"
 
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-
 #include <fmt/format.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "actmem/error.h"
+#include "actmem/limits.h"
 #include "actmem/simulator.h"
 #include "json_fields.h"
 
@@ -26,21 +21,19 @@ PlanDocument plan_document_from_json(const nlohmann::json& document, const std::
   PlanDocument d;
   d.source = source;
   if (in.has("model")) {
-    const nlohmann::json& model = in.value("model");
-    const std::string claimed = model.is_object() ? model.value("fingerprint", "") : "";
+    // model_from_json also checks the fingerprint the document claims.
     try {
-      d.model = model_from_json(model, source);
+      d.model = model_from_json(in.value("model"), source);
     } catch (const InputError& e) {
       throw InputError(source, "/model" + e.field(), e.message());
     }
-    if (!claimed.empty() && claimed != fingerprint(*d.model))
-      throw InputError(source, "/model/fingerprint",
-                       fmt::format("expected {} for the model described here, got {} (was the document edited?)",
-                                   fingerprint(*d.model), claimed));
   }
   if (in.has("run")) d.run = run_options_from_json(in.value("run"), source, "/run");
   if (in.has("device")) d.device = device_from_json(in.value("device"), source, "/device");
-  if (in.has("budget_bytes")) d.budget_bytes = in.positive_int("budget_bytes", std::int64_t{1} << 62);
+  if (in.has("budget_bytes")) d.budget_bytes = in.positive_int("budget_bytes", kMaxDeviceBytes);
+  if (d.budget_bytes && d.device && *d.budget_bytes > d.device->memory_bytes)
+    in.fail("budget_bytes", fmt::format("expected at most the device's memory_bytes ({}), got {}",
+                                        d.device->memory_bytes, *d.budget_bytes));
   d.plan = nlohmann::json::object();
   for (const char* key : {"stages", "checkpoints", "edge_blocks", "step_checkpoint"})
     if (in.has(key)) d.plan[key] = in.value(key);
@@ -79,26 +72,6 @@ nlohmann::json plan_document_json(const CostGraph& graph, const Device& device, 
                           {"exports", exports}};
   document.update(plan_to_json(plan, graph.stages()));
   return document;
-}
-
-void write_file_atomically(const std::string& path, const std::string& text) {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  const fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  std::string name = ".";  // (built in steps: GCC 12 warns falsely on "." + string)
-  name += target.filename().string();
-  name += ".XXXXXX";
-  std::string temporary = (folder / name).string();
-  const int fd = ::mkstemp(temporary.data());
-  if (fd < 0) throw InputError(path, "", "cannot create a file in " + folder.string());
-  ::fchmod(fd, 0644);  // mkstemp makes 0600; a plan is meant to be shared
-  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  ok = (::fsync(fd) == 0) && ok;
-  ok = (::close(fd) == 0) && ok;
-  if (!ok || std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    throw InputError(path, "", "cannot write the file");
-  }
 }
 
 }  // namespace actmem

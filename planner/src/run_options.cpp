@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actmem/error.h"
+#include "actmem/limits.h"
 #include "actmem/suggest.h"
 #include "json_fields.h"
 
@@ -24,9 +25,6 @@ Enum parse_enum(std::string_view text, const std::string& source, const std::pai
 const std::pair<const char*, DType> kDTypes[] = {{"float32", DType::float32}, {"bfloat16", DType::bfloat16}};
 const std::pair<const char*, Framework> kFrameworks[] = {{"pytorch", Framework::pytorch}, {"jax", Framework::jax}};
 const std::pair<const char*, Optimizer> kOptimizers[] = {{"adam", Optimizer::adam}, {"sgd", Optimizer::sgd}};
-
-constexpr std::int64_t kMaxBatch = 65536;
-constexpr std::int64_t kMaxRollout = 1024;
 
 }  // namespace
 

@@ -1,7 +1,11 @@
 #include "actmem/simulator.h"
 
 #include <algorithm>
-#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "actmem/error.h"
+#include "actmem/limits.h"
 
 #include "memory_machine.h"
 #include "schedule.h"
@@ -17,8 +21,15 @@ using detail::kWorkspace;
 // roofline per op) and where the peak is.
 class Simulation : detail::MemoryMachine {
  public:
-  Simulation(const CostGraph& graph, const Device& device, const Plan& plan, const SimulationOptions& options)
-      : MemoryMachine(graph), device_(device), schedule_(build_schedule(graph, plan)), options_(options) {
+  // `capture_at`: the number of the sample (counted from 1) at which to
+  // list the live buffers, or 0.
+  Simulation(const CostGraph& graph, const Device& device, const Plan& plan, const SimulationOptions& options,
+             std::int64_t capture_at = 0)
+      : MemoryMachine(graph),
+        device_(device),
+        schedule_(build_schedule(graph, plan)),
+        options_(options),
+        capture_at_(capture_at) {
     const double peak = graph.run().dtype == DType::bfloat16 && device.peak_bf16_flops > 0 ? device.peak_bf16_flops
                                                                                           : device.peak_fp32_flops;
     flops_per_s_ = peak;
@@ -65,6 +76,8 @@ class Simulation : detail::MemoryMachine {
     r.live_at_peak = std::move(peak_buffers_);
     return r;
   }
+  // The number of the sample that set the peak (after run()).
+  std::int64_t peak_sample() const { return peak_sample_; }
 
  private:
   // The peak the compiler rematerialises a program down to when it is over
@@ -125,16 +138,26 @@ class Simulation : detail::MemoryMachine {
   // Records the live total at a point of the step: the peak, and a
   // timeline row when asked for.
   void sample(Pass pass, int step, int block, const std::string& op, int stage = -1, const Op* running = nullptr) {
+    ++samples_;
     at_ = {pass, step < 0 ? 0 : step, stage < 0 ? std::string{"optimizer"} : g_.stage_name(stage), op, block};
     const std::int64_t dynamic = live_[kActivations] + live_[kGradients] + live_[kWorkspace];
     floor_dynamic_ = std::max(floor_dynamic_, dynamic - live_compiler_recomputable(running));
     if (pass != Pass::optimizer) peak_dynamic_ = std::max(peak_dynamic_, dynamic);
     if (dynamic > peak_total_dynamic_) new_peak(dynamic);
-    if (options_.record_timeline) timeline_.push_back({at_, live_breakdown()});
+    if (options_.record_timeline) record(live_breakdown());
+  }
+  void record(const MemoryBreakdown& live) {
+    if (timeline_.size() >= static_cast<std::size_t>(kMaxTimelineRows))
+      throw InputError("--timeline", "",
+                       fmt::format("the timeline would have more than {} rows (one per op run); simulate fewer edge "
+                                   "blocks or a shorter rollout",
+                                   kMaxTimelineRows));
+    timeline_.push_back({at_, live});
   }
   // A transient inside the op last sampled (a gradient sum): counts for the
   // peak, not as a timeline row.
   void sample_transient() override {
+    ++samples_;
     const std::int64_t dynamic = live_[kActivations] + live_[kGradients] + live_[kWorkspace];
     floor_dynamic_ = std::max(floor_dynamic_, dynamic - live_compiler_recomputable(nullptr));
     peak_dynamic_ = std::max(peak_dynamic_, dynamic);
@@ -144,12 +167,14 @@ class Simulation : detail::MemoryMachine {
     peak_total_dynamic_ = dynamic;
     peak_breakdown_ = live_breakdown();
     peak_at_ = at_;
-    if (options_.record_peak_buffers) peak_buffers_ = live_buffers();
+    peak_sample_ = samples_;
+    if (samples_ == capture_at_) peak_buffers_ = live_buffers();
   }
 
   const Device& device_;
   Schedule schedule_;
   SimulationOptions options_;
+  std::int64_t capture_at_ = 0, samples_ = 0, peak_sample_ = 0;
   double flops_per_s_ = 1;
 
   MemoryBreakdown static_;
@@ -169,9 +194,14 @@ class Simulation : detail::MemoryMachine {
 
 Report simulate(const CostGraph& graph, const Device& device, std::int64_t budget_bytes, const Plan& plan,
                 const SimulationOptions& options) {
-  if (plan.edge_blocks.size() != graph.stages().size())
-    throw std::invalid_argument("simulate: plan was not made for this model's stages");
-  return Simulation(graph, device, plan, options).run(budget_bytes);
+  validate(plan, graph.stages(), edges_per_stage(graph));
+  if (!options.record_peak_buffers) return Simulation(graph, device, plan, options).run(budget_bytes);
+  // The peak rises at most samples, and listing the live buffers at each
+  // rise cost O(ops²) (100 s at GraphCast rollout 100): the first run finds
+  // the sample of the peak, the second, the same run, lists the buffers there.
+  Simulation first(graph, device, plan, options);
+  first.run(budget_bytes);
+  return Simulation(graph, device, plan, options, first.peak_sample()).run(budget_bytes);
 }
 
 std::vector<std::int64_t> edges_per_stage(const CostGraph& graph) {

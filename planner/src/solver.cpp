@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "actmem/limits.h"
 #include "actmem/simulator.h"
 #include "solver_model.h"
 #include "solver_search.h"
@@ -20,7 +21,7 @@ detail::SearchSpace space_of(const SolverOptions& options) {
   space.block_choices.erase(std::unique(space.block_choices.begin(), space.block_choices.end()),
                             space.block_choices.end());
   space.block_choices.erase(std::remove_if(space.block_choices.begin(), space.block_choices.end(),
-                                           [](std::int64_t b) { return b < 1; }),
+                                           [](std::int64_t b) { return b < 1 || b > kMaxEdgeBlocks; }),
                             space.block_choices.end());
   if (space.block_choices.empty() || space.block_choices.front() != 1)
     space.block_choices.insert(space.block_choices.begin(), 1);

@@ -1,5 +1,6 @@
 #include "actmem/units.h"
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <charconv>
@@ -60,6 +61,17 @@ std::int64_t parse_bytes(std::string_view text, const std::string& source) {
     }
   }
   return fail();
+}
+
+std::int64_t parse_integer(std::string_view text, const std::string& source, std::int64_t min, std::int64_t max) {
+  const bool digits = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  std::int64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (!digits || error != std::errc{} || end != text.data() + text.size() || value < min || value > max)
+    throw InputError(source, "",
+                     fmt::format("expected an integer from {} to {}, got {}", min, max,
+                                 digits ? std::string{text} : fmt::format("'{}'", text)));
+  return value;
 }
 
 std::string format_bytes(std::int64_t bytes) {

@@ -24,38 +24,42 @@ nlohmann::json plan_json(const Plan& plan, const CostGraph& graph) {
   return out;
 }
 
-nlohmann::json timeline_json(const Report& report) {
-  nlohmann::json points = nlohmann::json::array();
+// The timeline as Python values, row by row: never one JSON value of every
+// row, whose destruction allocates and, memory exhausted, aborted the
+// interpreter (std::bad_alloc in a destructor); here an allocation failure
+// is a MemoryError. The GIL must be held.
+py::list timeline_rows(const Report& report) {
+  py::list rows;
   for (const TimelinePoint& p : report.timeline) {
     nlohmann::json point = to_json(p.at);
     point["live"] = to_json(p.live);
     point["total_bytes"] = p.live.total();
-    points.push_back(std::move(point));
+    rows.append(from_json(point));
   }
-  return points;
+  return rows;
 }
 
-RunArguments arguments(py::object model, py::object device, py::object memory, py::object budget,
-                       std::int64_t batch, std::int64_t rollout, std::string dtype, std::string framework,
-                       std::string optimizer) {
+RunArguments arguments(py::object model, py::object device, py::object memory, py::object budget, py::object batch,
+                       py::object rollout, py::object dtype, py::object framework, py::object optimizer) {
   return RunArguments{std::move(model), std::move(device), std::move(memory), std::move(budget), batch,
                       rollout, std::move(dtype), std::move(framework), std::move(optimizer)};
 }
 
-SolverOptions solver_options(bool nested_regions) {
+SolverOptions solver_options(py::handle nested_regions) {
   SolverOptions options;
-  options.allow_nested_regions = nested_regions;
+  options.allow_nested_regions = flag_from(nested_regions, "nested_regions");
   return options;
 }
 
-py::object fits_py(py::object model, py::object device, py::object memory, py::object budget, std::int64_t batch,
-                   std::int64_t rollout, std::string dtype, std::string framework, std::string optimizer,
-                   bool nested_regions) {
+py::object fits_py(py::object model, py::object device, py::object memory, py::object budget, py::object batch,
+                   py::object rollout, py::object dtype, py::object framework, py::object optimizer,
+                   py::object nested_regions) {
   const Target t = target_from(arguments(model, device, memory, budget, batch, rollout, dtype, framework, optimizer));
+  const SolverOptions options = solver_options(nested_regions);
   nlohmann::json out;
   {
     const py::gil_scoped_release unlocked;
-    const FitAnswer a = fits(*t.graph, t.device, t.budget_bytes, solver_options(nested_regions));
+    const FitAnswer a = fits(*t.graph, t.device, t.budget_bytes, options);
     out = {{"fits", a.fits},
            {"peak_bytes", a.peak_bytes},
            {"min_peak_bytes", a.min_peak_bytes},
@@ -68,46 +72,50 @@ py::object fits_py(py::object model, py::object device, py::object memory, py::o
   return from_json(out);
 }
 
-py::object plan_py(py::object model, py::object device, py::object memory, py::object budget, std::int64_t batch,
-                   std::int64_t rollout, std::string dtype, std::string framework, std::string optimizer,
-                   bool nested_regions) {
+py::object plan_py(py::object model, py::object device, py::object memory, py::object budget, py::object batch,
+                   py::object rollout, py::object dtype, py::object framework, py::object optimizer,
+                   py::object nested_regions) {
   const Target t = target_from(arguments(model, device, memory, budget, batch, rollout, dtype, framework, optimizer));
+  const SolverOptions options = solver_options(nested_regions);
   nlohmann::json document;
   {
     const py::gil_scoped_release unlocked;
-    const Solution s = solve(*t.graph, t.device, t.budget_bytes, solver_options(nested_regions));
+    const Solution s = solve(*t.graph, t.device, t.budget_bytes, options);
     const nlohmann::json exports = trainer_exports(*t.graph, t.device, t.budget_bytes, s.plan, s.report);
     document = plan_document_json(*t.graph, t.device, t.budget_bytes, s.plan, s.report, exports);
   }
   return from_json(document);
 }
 
-py::object simulate_py(py::object model, py::object device, py::object memory, py::object budget,
-                       std::int64_t batch, std::int64_t rollout, std::string dtype, std::string framework,
-                       std::string optimizer, py::object plan, bool timeline) {
+py::object simulate_py(py::object model, py::object device, py::object memory, py::object budget, py::object batch,
+                       py::object rollout, py::object dtype, py::object framework, py::object optimizer,
+                       py::object plan, py::object timeline) {
   const Target t = target_from(arguments(model, device, memory, budget, batch, rollout, dtype, framework, optimizer));
   const Plan p = plan_from(plan, *t.graph);
+  SimulationOptions options;
+  options.record_timeline = flag_from(timeline, "timeline");
+  Report r;
   nlohmann::json out;
   {
     const py::gil_scoped_release unlocked;
-    SimulationOptions options;
-    options.record_timeline = timeline;
-    const Report r = simulate(*t.graph, t.device, t.budget_bytes, p, options);
+    r = simulate(*t.graph, t.device, t.budget_bytes, p, options);
     out = to_json(r);
     out["plan"] = plan_json(p, *t.graph);
-    if (timeline) out["timeline"] = timeline_json(r);
   }
-  return from_json(out);
+  py::object result = from_json(out);
+  if (options.record_timeline) result["timeline"] = timeline_rows(r);
+  return result;
 }
 
-py::object pareto_py(py::object model, py::object device, py::object memory, py::object budget, std::int64_t batch,
-                     std::int64_t rollout, std::string dtype, std::string framework, std::string optimizer,
-                     bool nested_regions) {
+py::object pareto_py(py::object model, py::object device, py::object memory, py::object budget, py::object batch,
+                     py::object rollout, py::object dtype, py::object framework, py::object optimizer,
+                     py::object nested_regions) {
   const Target t = target_from(arguments(model, device, memory, budget, batch, rollout, dtype, framework, optimizer));
+  const SolverOptions options = solver_options(nested_regions);
   nlohmann::json points = nlohmann::json::array();
   {
     const py::gil_scoped_release unlocked;
-    for (const ParetoPoint& p : pareto_frontier(*t.graph, t.device, solver_options(nested_regions))) {
+    for (const ParetoPoint& p : pareto_frontier(*t.graph, t.device, options)) {
       // Reports judged against the budget asked for.
       Report r = p.report;
       r.budget_bytes = t.budget_bytes;

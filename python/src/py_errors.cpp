@@ -46,11 +46,14 @@ void register_errors(py::module_& module) {
     try {
       if (thrown) std::rethrow_exception(thrown);
     } catch (const InputError& e) {
-      const std::string source = keyword_for(e.source());
-      py::object error = py::reinterpret_borrow<py::object>(input_error_class)(compose(source, e.field(), e.message()));
+      // Each part one printable line of bounded length, as the C++ what().
+      const std::string source = one_line(keyword_for(e.source()));
+      const std::string field = one_line(e.field());
+      const std::string message = one_line(e.message());
+      py::object error = py::reinterpret_borrow<py::object>(input_error_class)(compose(source, field, message));
       error.attr("source") = source;
-      error.attr("field") = e.field();
-      error.attr("message") = e.message();
+      error.attr("field") = field;
+      error.attr("message") = message;
       PyErr_SetObject(input_error_class, error.ptr());
     }
   });

@@ -16,11 +16,9 @@ namespace actmem::python {
 
 namespace {
 
-std::string type_name(py::handle value) { return py::str(py::type::handle_of(value).attr("__name__")); }
-
 // A byte quantity given as a positive int or a string such as "24GiB".
 std::int64_t bytes_from(py::handle value, const std::string& keyword) {
-  if (py::isinstance<py::str>(value)) return parse_bytes(value.cast<std::string>(), keyword);
+  if (py::isinstance<py::str>(value)) return parse_bytes(text_of(value, keyword), keyword);
   if (py::isinstance<py::int_>(value) && !py::isinstance<py::bool_>(value)) {
     const nlohmann::json n = to_json(value, keyword);
     if (n.get<std::int64_t>() <= 0 || n.get<std::int64_t>() > (std::int64_t{1} << 62))
@@ -31,16 +29,33 @@ std::int64_t bytes_from(py::handle value, const std::string& keyword) {
                                     type_name(value));
 }
 
+// An int keyword (batch, rollout), range-checked by validate(RunOptions).
+// Anything with __index__ (numpy's integers) counts as an int; bool does not.
+std::int64_t integer_from(py::handle value, const std::string& keyword) {
+  PyObject* index = py::isinstance<py::bool_>(value) ? nullptr : PyNumber_Index(value.ptr());
+  if (index == nullptr) {
+    PyErr_Clear();
+    throw InputError(keyword, "", "expected an int, got a value of type " + type_name(value));
+  }
+  return to_json(py::reinterpret_steal<py::object>(index), keyword).get<std::int64_t>();
+}
+
 }  // namespace
 
+bool flag_from(py::handle value, const std::string& keyword) {
+  if (!py::isinstance<py::bool_>(value))
+    throw InputError(keyword, "", "expected True or False, got a value of type " + type_name(value));
+  return value.ptr() == Py_True;
+}
+
 ModelDescription model_from(py::handle model) {
-  if (py::isinstance<py::str>(model)) return load_model(model.cast<std::string>());
+  if (py::isinstance<py::str>(model)) return load_model(text_of(model, "model"));
   if (py::isinstance<py::dict>(model)) return model_from_json(to_json(model, "model"), "model");
   throw InputError("model", "", "expected a preset name, a model file or a dict, got a value of type " + type_name(model));
 }
 
 Device device_from(py::handle device) {
-  if (py::isinstance<py::str>(device)) return load_device(device.cast<std::string>());
+  if (py::isinstance<py::str>(device)) return load_device(text_of(device, "device"));
   if (py::isinstance<py::dict>(device)) return device_from_json(to_json(device, "device"), "device", "");
   throw InputError("device", "", "expected a catalog id, a device file or a dict, got a value of type " + type_name(device));
 }
@@ -48,15 +63,16 @@ Device device_from(py::handle device) {
 Target target_from(const RunArguments& a) {
   const ModelDescription model = model_from(a.model);
   RunOptions run;
-  run.dtype = parse_dtype(a.dtype, "dtype");
-  run.framework = parse_framework(a.framework, "framework");
-  run.optimizer = parse_optimizer(a.optimizer, "optimizer");
-  run.batch = a.batch;
-  run.rollout = a.rollout;
+  run.dtype = parse_dtype(text_of(a.dtype, "dtype"), "dtype");
+  run.framework = parse_framework(text_of(a.framework, "framework"), "framework");
+  run.optimizer = parse_optimizer(text_of(a.optimizer, "optimizer"), "optimizer");
+  run.batch = integer_from(a.batch, "batch");
+  run.rollout = integer_from(a.rollout, "rollout");
   validate(run);
   Target target;
   target.device = a.memory.is_none() ? device_from(a.device) : device_with_memory(bytes_from(a.memory, "memory"));
-  target.budget_bytes = a.budget.is_none() ? target.device.memory_bytes : bytes_from(a.budget, "budget");
+  target.budget_bytes = a.budget.is_none() ? target.device.memory_bytes
+                                           : budget_within(target.device, bytes_from(a.budget, "budget"), "budget");
   {
     const py::gil_scoped_release unlocked;
     target.graph = graph_cache().get(model, run);
@@ -69,7 +85,7 @@ Plan plan_from(py::handle plan, const CostGraph& graph) {
   if (!py::isinstance<py::str>(plan))
     throw InputError("plan", "", "expected a built-in plan name, a plan file or a dict, got a value of type " +
                                      type_name(plan));
-  const std::string name = plan.cast<std::string>();
+  const std::string name = text_of(plan, "plan");
   std::error_code ec;
   if (std::filesystem::is_regular_file(name, ec)) return plan_for(read_plan_document(name), graph);
   return builtin_plan(name, graph.stages(), edges_per_stage(graph));

@@ -5,7 +5,7 @@
 //   device     catalog id, device JSON file, or dict (a device description)
 //   memory     a device known only by its memory: int bytes or "24GiB";
 //              replaces `device`
-//   budget     int bytes or "30GiB"; default the device's memory
+//   budget     int bytes or "30GiB"; default the device's memory, never more
 //   batch, rollout, dtype, framework, optimizer: the run (run_options.h)
 
 #include <cstdint>
@@ -22,16 +22,19 @@
 
 namespace actmem::python {
 
+// As Python passed them: every conversion is the module's own, so that a
+// value of the wrong type or range is an InputError naming the keyword,
+// never the binding's TypeError.
 struct RunArguments {
   pybind11::object model;
   pybind11::object device;
   pybind11::object memory;
   pybind11::object budget;
-  std::int64_t batch = 1;
-  std::int64_t rollout = 1;
-  std::string dtype;
-  std::string framework;
-  std::string optimizer;
+  pybind11::object batch;
+  pybind11::object rollout;
+  pybind11::object dtype;
+  pybind11::object framework;
+  pybind11::object optimizer;
 };
 
 // What a call plans for. `graph` may be shared with other calls and threads.
@@ -47,6 +50,9 @@ Target target_from(const RunArguments& arguments);
 
 ModelDescription model_from(pybind11::handle model);
 Device device_from(pybind11::handle device);
+
+// A bool keyword (timeline, nested_regions): True or False only.
+bool flag_from(pybind11::handle value, const std::string& keyword);
 
 // A plan given as a built-in name ("deepmind:4"), a plan file path, or a
 // dict (a plan document, full or partial) for the target's graph.

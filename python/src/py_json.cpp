@@ -1,16 +1,16 @@
 #include "py_json.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "actmem/error.h"
+#include "actmem/limits.h"
 
 namespace py = pybind11;
 
 namespace actmem::python {
 
 namespace {
-
-std::string type_name(py::handle value) { return py::str(py::type::handle_of(value).attr("__name__")); }
 
 // "~" and "/" in keys escaped as JSON pointers require.
 std::string escape_key(const std::string& key) {
@@ -23,41 +23,82 @@ std::string escape_key(const std::string& key) {
   return out;
 }
 
-}  // namespace
+nlohmann::json to_json_at(py::handle value, const std::string& source, const std::string& pointer, int depth);
 
-nlohmann::json to_json(py::handle value, const std::string& source, const std::string& pointer) {
+nlohmann::json object_of(py::handle value, const std::string& source, const std::string& pointer, int depth) {
+  nlohmann::json object = nlohmann::json::object();
+  PyObject* key = nullptr;
+  PyObject* item = nullptr;
+  Py_ssize_t position = 0;
+  while (PyDict_Next(value.ptr(), &position, &key, &item)) {
+    if (!PyUnicode_Check(key))
+      throw InputError(source, pointer, "expected str keys, got a key of type " + type_name(key));
+    const std::string name = text_of(key, source, pointer);
+    object[name] = to_json_at(item, source, pointer + "/" + escape_key(name), depth + 1);
+  }
+  return object;
+}
+
+nlohmann::json array_of(py::handle value, const std::string& source, const std::string& pointer, int depth) {
+  nlohmann::json array = nlohmann::json::array();
+  const bool list = PyList_Check(value.ptr());
+  // Re-read the size each time: converting an item may run Python code.
+  for (Py_ssize_t i = 0; i < (list ? PyList_GET_SIZE(value.ptr()) : PyTuple_GET_SIZE(value.ptr())); ++i) {
+    PyObject* item = list ? PyList_GET_ITEM(value.ptr(), i) : PyTuple_GET_ITEM(value.ptr(), i);
+    array.push_back(to_json_at(py::reinterpret_borrow<py::object>(item), source, pointer + "/" + std::to_string(i),
+                               depth + 1));
+  }
+  return array;
+}
+
+nlohmann::json to_json_at(py::handle value, const std::string& source, const std::string& pointer, int depth) {
+  if (depth > kMaxJsonDepth)
+    throw InputError(source, pointer,
+                     "expected values nested at most " + std::to_string(kMaxJsonDepth) +
+                         " levels deep (does a list or dict contain itself?)");
   if (value.is_none()) return nullptr;
-  if (py::isinstance<py::bool_>(value)) return value.cast<bool>();
+  if (py::isinstance<py::bool_>(value)) return value.ptr() == Py_True;
   if (py::isinstance<py::int_>(value)) {
     int overflow = 0;
     const long long n = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
-    if (overflow != 0) throw InputError(source, pointer, "expected an integer within 64 bits, got " + py::str(value).cast<std::string>());
+    if (overflow != 0) throw InputError(source, pointer, "expected an integer within 64 bits, got a larger one");
+    if (n == -1 && PyErr_Occurred()) throw py::error_already_set();
     return static_cast<std::int64_t>(n);
   }
   if (py::isinstance<py::float_>(value)) {
-    const double x = value.cast<double>();
-    if (!std::isfinite(x)) throw InputError(source, pointer, "expected a finite number, got " + py::str(value).cast<std::string>());
+    const double x = PyFloat_AsDouble(value.ptr());
+    if (!std::isfinite(x)) throw InputError(source, pointer, "expected a finite number, got " + std::to_string(x));
     return x;
   }
-  if (py::isinstance<py::str>(value)) return value.cast<std::string>();
-  if (py::isinstance<py::dict>(value)) {
-    nlohmann::json object = nlohmann::json::object();
-    for (const auto& [key, item] : value.cast<py::dict>()) {
-      if (!py::isinstance<py::str>(key))
-        throw InputError(source, pointer, "expected str keys, got a key of type " + type_name(key));
-      const std::string name = key.cast<std::string>();
-      object[name] = to_json(item, source, pointer + "/" + escape_key(name));
-    }
-    return object;
-  }
-  if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
-    nlohmann::json array = nlohmann::json::array();
-    std::size_t i = 0;
-    for (py::handle item : value) array.push_back(to_json(item, source, pointer + "/" + std::to_string(i++)));
-    return array;
-  }
+  if (py::isinstance<py::str>(value)) return text_of(value, source, pointer);
+  if (py::isinstance<py::dict>(value)) return object_of(value, source, pointer, depth);
+  if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) return array_of(value, source, pointer, depth);
   throw InputError(source, pointer,
                    "expected None, bool, int, float, str, list or dict, got a value of type " + type_name(value));
+}
+
+}  // namespace
+
+std::string type_name(py::handle value) {
+  const char* name = Py_TYPE(value.ptr())->tp_name;
+  const char* dot = std::strrchr(name, '.');
+  return dot ? dot + 1 : name;
+}
+
+std::string text_of(py::handle value, const std::string& source, const std::string& pointer) {
+  if (!PyUnicode_Check(value.ptr()))
+    throw InputError(source, pointer, "expected a string, got a value of type " + type_name(value));
+  Py_ssize_t size = 0;
+  const char* utf8 = PyUnicode_AsUTF8AndSize(value.ptr(), &size);
+  if (utf8 == nullptr) {
+    PyErr_Clear();
+    throw InputError(source, pointer, "expected a string of valid Unicode, got one with lone surrogates");
+  }
+  return std::string(utf8, static_cast<std::size_t>(size));
+}
+
+nlohmann::json to_json(py::handle value, const std::string& source, const std::string& pointer) {
+  return to_json_at(value, source, pointer, 0);
 }
 
 py::object from_json(const nlohmann::json& value) {

@@ -4,7 +4,11 @@ Run by CTest (python.api) with PYTHONPATH at the built module:
     PYTHONPATH=build/python/package /usr/bin/python3 -m pytest python/tests -q
 """
 import json
+import os
 import pathlib
+import subprocess
+import sys
+import textwrap
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -138,7 +142,8 @@ ERRORS = [
      "plan: /checkpoints/0/from: unknown stage 'processor.99' (did you mean 'processor.0'?); "
      "stages are encoder, mesh_edge_embed, processor.0..processor.5, decoder"),
     ({"plan": {"checkpoints": [], "edge_blocks": {"encoder": 10**6}}},
-     "plan: /edge_blocks/encoder: expected a positive integer of at most 3000, got 1000000"),
+     "plan: /edge_blocks/encoder: expected a positive integer of at most 1024 (actmem's limit on edge blocks), "
+     "got 1000000"),
     ({"plan": {"checkpoints": {1, 2}}},
      "plan: /checkpoints: expected None, bool, int, float, str, list or dict, got a value of type set"),
 ]
@@ -169,3 +174,132 @@ def test_calls_from_many_threads_give_the_serial_answers():
     serial = [f(**RUN, budget=b) for f, b in calls]
     with ThreadPoolExecutor(max_workers=8) as pool:
         assert list(pool.map(lambda c: c[0](**RUN, budget=c[1]), calls + calls)) == serial + serial
+
+
+# Hostile input (docs/reliability.md): every problem is an actmem.InputError
+# naming the keyword, never RuntimeError, the binding's TypeError, a crash
+# or an abort.
+HOSTILE = [
+    ({"batch": 2**70}, ("batch", "", "expected an integer within 64 bits, got a larger one")),
+    ({"batch": "2"}, ("batch", "", "expected an int, got a value of type str")),
+    ({"rollout": 2.0}, ("rollout", "", "expected an int, got a value of type float")),
+    ({"dtype": 5}, ("dtype", "", "expected a string, got a value of type int")),
+    ({"nested_regions": 1}, ("nested_regions", "", "expected True or False, got a value of type int")),
+    ({"budget": 2**200}, ("budget", "", "expected an integer within 64 bits, got a larger one")),
+    ({"budget": "1TiB"}, ("budget", "", "expected a budget from 1 B to the memory of a100-40gb (40.00 GiB), got "
+                                        "1024.00 GiB; a budget can only lower the memory a plan may use (--memory "
+                                        "describes a device with more)")),
+    ({"model": "\ud800"}, ("model", "", "expected a string of valid Unicode, got one with lone surrogates")),
+    ({"model": dict(TINY, processor_steps=256)}, ("model", "/processor_steps",
+                                                  "expected a positive integer of at most 16, got 256")),
+    ({"model": "graphcast", "batch": 65536, "rollout": 1024, "dtype": "float32"},
+     ("batch", "", "the training step is too large to plan: the tensors of model 'graphcast' at batch 65536, "
+                   "rollout 1024, float32 exceed 2^56 bytes (64 PiB); reduce the batch or the rollout")),
+    ({"device": dict(actmem.device("a100-40gb"), bandwidth_bytes_per_s=5e-324)},
+     ("device", "/bandwidth_bytes_per_s", "expected a number from 1e+06 to 1e+21, got 5e-324")),
+]
+
+
+@pytest.mark.parametrize("keywords,expected", HOSTILE, ids=[e[0] for _, e in HOSTILE])
+def test_hostile_keywords_raise_input_error(keywords, expected):
+    with pytest.raises(actmem.InputError) as raised:
+        actmem.fits(**dict(RUN, **keywords))
+    assert (raised.value.source, raised.value.field, raised.value.message) == expected
+
+
+def test_integers_with_index_are_ints():
+    class Two:
+        def __index__(self):
+            return 2
+    assert actmem.fits(**dict(RUN, batch=Two()))["report"] == actmem.fits(**dict(RUN, batch=2))["report"]
+
+
+def test_values_that_contain_themselves_are_refused_not_followed():
+    # Was a stack overflow that took the interpreter down.
+    model = dict(TINY)
+    model["name"] = [model]
+    with pytest.raises(actmem.InputError, match="nested at most 64 levels deep"):
+        actmem.fits(**dict(RUN, model=model))
+    plan = {"checkpoints": []}
+    plan["checkpoints"].append(plan)
+    with pytest.raises(actmem.InputError, match="does a list or dict contain itself"):
+        actmem.simulate(**RUN, plan=plan)
+
+
+def test_a_list_subclass_is_read_from_its_storage():
+    class Endless(list):
+        def __iter__(self):
+            while True:
+                yield {"from": "encoder", "to": "encoder"}
+    report = actmem.simulate(**RUN, plan={"checkpoints": Endless([{"from": "encoder", "to": "encoder"}])})
+    assert report["plan"]["checkpoints"] == [{"from": "encoder", "to": "encoder"}]
+
+
+def test_what_the_module_returns_it_accepts_back():
+    # model() added parameter_count, which model= refused.
+    model = actmem.model(TINY)
+    assert actmem.fits(**dict(RUN, model=model))["peak_bytes"] == actmem.fits(**RUN)["peak_bytes"]
+    with pytest.raises(actmem.InputError, match="/parameter_count: expected"):
+        actmem.fits(**dict(RUN, model=dict(model, parameter_count=1)))
+    device = actmem.device("a100-40gb")
+    assert actmem.fits(**dict(RUN, device=device))["budget_bytes"] == device["memory_bytes"]
+    answer = actmem.fits(**RUN)
+    assert actmem.simulate(**RUN, plan=answer["plan"])["peak_bytes"] == answer["peak_bytes"]
+    for point in actmem.pareto(**RUN):
+        assert actmem.simulate(**RUN, plan=point["plan"])["peak_bytes"] == point["report"]["peak_bytes"]
+
+
+def test_a_timeline_beyond_the_limit_is_an_input_error():
+    # Was an uncaught std::bad_alloc that aborted the interpreter.
+    plan = {"checkpoints": [], "edge_blocks": {"encoder": 1024, "decoder": 1024}}
+    with pytest.raises(actmem.InputError) as raised:
+        actmem.simulate(**RUN, rollout=12, plan=plan, timeline=True)
+    assert raised.value.source == "timeline"
+    assert actmem.simulate(**RUN, rollout=12, plan=plan)["peak_bytes"] > 0
+
+
+@pytest.mark.skipif("asan" in os.environ.get("LD_PRELOAD", ""), reason="AddressSanitizer needs unlimited address space")
+def test_running_out_of_memory_is_a_memory_error_not_an_abort():
+    # The old module aborted the interpreter (std::bad_alloc in a destructor).
+    script = textwrap.dedent("""
+        import json, resource, sys
+        import actmem
+        tiny = json.loads(sys.argv[1])
+        actmem.simulate(tiny, "a100-80gb", rollout=2, plan="deepmind:1024")  # load everything first
+        with open("/proc/self/statm") as f:
+            mapped = int(f.read().split()[0]) * resource.getpagesize()
+        resource.setrlimit(resource.RLIMIT_AS, (mapped + 150 * 2**20, resource.RLIM_INFINITY))
+        try:
+            actmem.simulate(tiny, "a100-80gb", rollout=2, plan="deepmind:1024", timeline=True)
+        except MemoryError:
+            print("MemoryError")
+        """)
+    done = subprocess.run([sys.executable, "-c", script, json.dumps(TINY)], capture_output=True, text=True,
+                          env=dict(os.environ), timeout=300)
+    assert (done.returncode, done.stdout.strip()) == (0, "MemoryError"), done.stderr[-2000:]
+
+
+def test_hostile_files_are_input_errors(tmp_path):
+    # 1e400 and a non-string fingerprint were RuntimeError; deep nesting a crash.
+    e400 = tmp_path / "e400.json"
+    e400.write_text(json.dumps(TINY).replace('"latent_size": 64', '"latent_size": 1e400'))
+    with pytest.raises(actmem.InputError) as raised:
+        actmem.fits(**dict(RUN, model=str(e400)))
+    assert (raised.value.field, raised.value.message) == ("/latent_size", "number out of range: 1e400")
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100000 + "]" * 100000)
+    for keywords in ({"model": str(deep)}, {"device": str(deep)}):
+        with pytest.raises(actmem.InputError, match="nested more than 64 levels deep"):
+            actmem.fits(**dict(RUN, **keywords))
+    with pytest.raises(actmem.InputError, match="nested more than 64 levels deep"):
+        actmem.simulate(**RUN, plan=str(deep))
+    with pytest.raises(actmem.InputError) as raised:
+        actmem.simulate(**RUN, plan={"model": dict(TINY, fingerprint=5), "checkpoints": []})
+    assert (raised.value.field, raised.value.message) == ("/model/fingerprint", "expected a string, got 5")
+
+
+def test_error_messages_are_one_line_of_bounded_length():
+    with pytest.raises(actmem.InputError) as raised:
+        actmem.fits(**dict(RUN, dtype="x\n\x1b" * 100000))
+    text = str(raised.value)
+    assert "\n" not in text and "\x1b" not in text and len(text) < 5000

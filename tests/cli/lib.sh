@@ -1,5 +1,5 @@
 # Shared by the end-to-end CLI tests (sourced, not run): `check_error`,
-# `fail`, and a temporary folder $work removed on exit.
+# `check_error_prefix`, `fail`, and a temporary folder $work removed on exit.
 set -u
 actmem=$1
 source_dir=$2
@@ -15,14 +15,30 @@ fail() {
 # check_error EXPECTED_MESSAGE ARGS...: the command must exit 2 and print
 # exactly "actmem: error: EXPECTED_MESSAGE" on stderr, nothing on stdout.
 check_error() {
-  local expected=$1
-  shift
+  check_error_line exact "$@"
+}
+
+# check_error_prefix EXPECTED_START ARGS...: as check_error, but the message
+# need only start with "actmem: error: EXPECTED_START"; it must be one line.
+check_error_prefix() {
+  check_error_line prefix "$@"
+}
+
+# check_error_line exact|prefix EXPECTED ARGS...: what both of the above check.
+check_error_line() {
+  local match=$1 expected=$2
+  shift 2
   local out err status
   out=$("$actmem" "$@" 2>"$work/stderr")
   status=$?
   err=$(cat "$work/stderr")
-  [ "$status" -eq 2 ] || fail "actmem $*: exit $status, expected 2"
-  [ "$err" = "actmem: error: $expected" ] || fail "actmem $*: stderr was '$err', expected 'actmem: error: $expected'"
+  [ "$status" -eq 2 ] || fail "actmem $*: exit $status, expected 2 ($err)"
+  if [ "$match" = exact ]; then
+    [ "$err" = "actmem: error: $expected" ] || fail "actmem $*: stderr was '$err', expected 'actmem: error: $expected'"
+  else
+    [[ "$err" == "actmem: error: $expected"* ]] || fail "actmem $*: stderr was '$err', expected 'actmem: error: $expected…'"
+  fi
+  [ "$(wc -l <"$work/stderr")" -eq 1 ] || fail "actmem $*: stderr is not one line: '$err'"
   [ -z "$out" ] || fail "actmem $*: unexpected stdout '$out'"
 }
 

@@ -39,7 +39,9 @@ check_error() {
 }
 check_error "--resolution: expected a resolution" --resolution 0.7
 check_error "--resolution: expected a resolution" --resolution 0
-check_error "--mesh-level: expected a mesh level from 0 to 10, got 11" --mesh-level 11
+check_error "--mesh-level: expected a mesh level from 0 to 8, got 11" --mesh-level 11
+check_error "--mesh-level: expected a mesh level from 0 to 8, got 010" --mesh-level 010
+check_error "--resolution: expected a resolution in degrees of at least 0.25" --resolution 0.05
 check_error "--radius-fraction: expected a radius fraction" --radius-fraction 0
 check_error "mesh:" --resolution abc
 check_error "mesh: unknown option '--mesh-levle'" --mesh-levle 5

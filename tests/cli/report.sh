@@ -50,7 +50,7 @@ check_error "--model: 'graphcats' is neither a preset (graphcast, graphcast-smal
   report --model graphcats -o "$work/bad.html"
 check_error "--plan: 'sometimes' is not a plan file or a built-in plan (none, full, every:K, deepmind, deepmind:B)" \
   report --model graphcast-small --plan sometimes -o "$work/bad.html"
-check_error "$work/missing/bad.html: cannot create a file in $work/missing" \
+check_error "$work/missing/bad.html: cannot write: No such file or directory" \
   report --model graphcast-small --svg "$work/bad.svg" -o "$work/missing/bad.html"
 [ ! -e "$work/bad.html" ] && [ ! -e "$work/bad.svg" ] || fail "a failed report left a file: $(ls "$work")"
 [ -z "$(ls -A "$work" | grep '^\.')" ] || fail "temporary files left behind: $(ls -A "$work")"

@@ -34,7 +34,7 @@ grep -q ',recompute,' "$work/t.csv" || fail "timeline has no recompute rows"
 # Exit 1 when the budget is too small; 0 when it fits.
 "$actmem" simulate --model "$work/tiny.json" --plan none --budget 1MiB >/dev/null
 [ $? -eq 1 ] || fail "a 1 MiB budget should not fit"
-"$actmem" simulate --model "$work/tiny.json" --plan none --budget 80GiB >/dev/null
-[ $? -eq 0 ] || fail "an 80 GiB budget should fit"
+"$actmem" simulate --model "$work/tiny.json" --plan none --memory 80GiB >/dev/null
+[ $? -eq 0 ] || fail "80 GiB of memory should fit"
 
 finish

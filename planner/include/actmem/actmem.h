@@ -26,6 +26,7 @@
 #include "actmem/error.h"
 #include "actmem/exports.h"
 #include "actmem/fit.h"
+#include "actmem/limits.h"
 #include "actmem/model.h"
 #include "actmem/plan.h"
 #include "actmem/plan_document.h"

@@ -117,6 +117,11 @@ class CostGraph {
 
 // Assembles a CostGraph op by op (used by the model builders), then checks it
 // with Boost.Graph: acyclic, emitted in topological order, stages contiguous.
+// A step beyond actmem/limits.h is refused as it grows, before it takes the
+// memory: tensors totalling more than kMaxStepBytes, or more than
+// kMaxStepOps ops, are an InputError naming --batch or --rollout (or the
+// model). Below kMaxStepBytes no byte figure of the simulator or the
+// solver can overflow int64.
 class CostGraphBuilder {
  public:
   CostGraphBuilder(const ModelDescription& model, const RunOptions& run, std::vector<std::string> stages);
@@ -128,7 +133,10 @@ class CostGraphBuilder {
   CostGraph finish();
 
  private:
+  void check_bytes(const Tensor& tensor);
+
   CostGraph graph_;
+  std::int64_t total_bytes_ = 0;
 };
 
 }  // namespace actmem

@@ -6,7 +6,9 @@
 // tensors: runtime context, library workspaces, fragmentation), peak dense
 // FLOP/s and memory bandwidth, and the source of each figure. A user can
 // also describe a device in a JSON file of the same shape, or give only a
-// memory size ("--memory 24GiB").
+// memory size ("--memory 24GiB"). Memory and reserve lie within
+// kMaxDeviceBytes, FLOP/s and bandwidth within [kMinDeviceRate,
+// kMaxDeviceRate] (actmem/limits.h), so every time is finite.
 
 #include <cstdint>
 #include <string>
@@ -38,9 +40,15 @@ const std::vector<Device>& device_catalog();
 // a catalog entry). An unknown id that is not a file suggests the closest.
 Device load_device(std::string_view id_or_path);
 
-// A device known only by its memory: no reserve, the FLOP/s and bandwidth of
-// an A100 so that times stay meaningful.
+// A device known only by its memory (1 B to kMaxDeviceBytes, else
+// InputError("--memory", …)): no reserve, the FLOP/s and bandwidth of an
+// A100 so that times stay meaningful.
 Device device_with_memory(std::int64_t memory_bytes);
+
+// `budget_bytes` if it lies within 1 B and the device's memory; otherwise
+// InputError(source, "", …): a budget above the memory would answer "fits"
+// for a step the device cannot hold.
+std::int64_t budget_within(const Device& device, std::int64_t budget_bytes, const std::string& source);
 
 Device device_from_json(const nlohmann::json& object, const std::string& source, const std::string& pointer);
 nlohmann::json to_json(const Device& device);

@@ -7,10 +7,13 @@
 // as "/grid_nodes", empty when the whole input is meant) and what was
 // expected. what() is the full one-line message:
 //   "tiny.json: /grid_nodes: expected a positive integer, got -5"
+// what() is always one printable line of bounded length (one_line()), even
+// when the input it quotes holds newlines, control bytes or megabytes.
 // "Does not fit" is never an error: it is a result (see Report::fits).
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace actmem {
 
@@ -27,5 +30,12 @@ class InputError : public std::runtime_error {
   std::string field_;
   std::string message_;
 };
+
+// `text` made safe to print as one line: control bytes (newlines included),
+// DEL and bytes that are not valid UTF-8 are written as \xNN, and what would
+// be longer than kMaxMessageBytes is cut to end in "..." within that length.
+// one_line(one_line(t)) == one_line(t).
+std::string one_line(std::string_view text);
+inline constexpr std::size_t kMaxMessageBytes = 2048;
 
 }  // namespace actmem

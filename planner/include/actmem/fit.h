@@ -24,7 +24,8 @@ struct FitAnswer {
   Report report;  // simulate() of `plan` against budget_bytes
 };
 
-// Solves for the fastest plan within `budget_bytes` (solver.h).
+// Solves for the fastest plan within `budget_bytes` (solver.h), which must
+// lie within the device's memory (InputError("budget", …) otherwise).
 FitAnswer fits(const CostGraph& graph, const Device& device, std::int64_t budget_bytes,
                const SolverOptions& options = {});
 

@@ -32,7 +32,7 @@ struct GraphCounts {
 // Computes the counts exactly (docs/geometry.md states what "exactly" means
 // for grid2mesh, whose count depends on floating-point rounding).
 // Throws InputError for a resolution that does not divide 180 and 360
-// (source "--resolution"), a mesh level outside 0..10 ("--mesh-level") or a
+// (source "--resolution"), a mesh level outside 0..kMaxMeshLevel ("--mesh-level") or a
 // radius fraction outside (0, 2] ("--radius-fraction").
 GraphCounts compute_graph_counts(const GeometrySpec& spec);
 

@@ -30,7 +30,10 @@ struct MeshEdge {
   friend bool operator==(const MeshEdge&, const MeshEdge&) = default;
 };
 
-inline constexpr int kMaxMeshLevel = 10;
+// Level 8 (655,362 vertices) with the finest grid and the widest radius takes
+// about 2 s and 450 MB; level 10 took minutes and gigabytes with fine grids
+// (docs/reliability.md).
+inline constexpr int kMaxMeshLevel = 8;
 
 // Why `level` is not a mesh level, or "" when it is: it must lie in 0..kMaxMeshLevel.
 std::string mesh_level_problem(int level);
@@ -48,7 +51,7 @@ struct IcosahedralMultiMesh {
 
 // The multi-mesh refined `level` times (0..kMaxMeshLevel; a level outside that
 // range throws InputError("--mesh-level", "", mesh_level_problem(level))). Level 6 takes a few ms; level
-// 10 has 10.5 million vertices and needs about a gigabyte.
+// 8 has 655,362 vertices.
 IcosahedralMultiMesh build_icosahedral_multimesh(int level);
 
 // The multi-mesh edges: the edges of every level's faces (a->b, b->c, c->a),

@@ -42,19 +42,30 @@ bool has_edge_update(const std::string& stage_name);
 Plan empty_plan(const std::vector<std::string>& stages);
 
 // Built-in plans: "none", "full" (every stage its own region), "every:K"
-// (processor steps in groups of K), "deepmind" or "deepmind:B" (encoder and
-// decoder one region each with edge updates in B blocks, default 8;
-// processor in regions of 3 steps). `edges_per_stage` caps B.
+// (processor steps in groups of K, 1 ≤ K ≤ kMaxProcessorSteps), "deepmind"
+// or "deepmind:B" (encoder and decoder one region each with edge updates in
+// B blocks, default 8, 1 ≤ B ≤ kMaxEdgeBlocks; processor in regions of 3
+// steps). `edges_per_stage` caps B.
 Plan builtin_plan(std::string_view name, const std::vector<std::string>& stages,
                   const std::vector<std::int64_t>& edges_per_stage);
 std::vector<std::string> builtin_plan_names();
 
 // Parses "checkpoints" and "edge_blocks" of a plan document and validates
 // them against the stage chain: unknown stages, reversed or overlapping
-// regions, inner regions outside their parent, and block counts that are not
-// within 1..edges are InputErrors naming `source` and the JSON pointer.
+// regions, inner regions outside their parent, regions nested deeper than
+// kMaxRegionDepth, and block counts that are not within
+// 1..min(edges, kMaxEdgeBlocks) are InputErrors naming `source` and the
+// JSON pointer.
 Plan plan_from_json(const nlohmann::json& document, const std::vector<std::string>& stages,
                     const std::vector<std::int64_t>& edges_per_stage, const std::string& source);
+
+// Checks a plan made in code as plan_from_json checks a document: one
+// block count per stage, each from 1 to min(edges, kMaxEdgeBlocks) (1 for
+// stages without an edge update); regions sorted, within the chain, not
+// overlapping, inner ones within their parent, nested at most
+// kMaxRegionDepth levels (actmem/limits.h). Throws InputError("plan", …).
+// simulate() checks every plan it is given.
+void validate(const Plan& plan, const std::vector<std::string>& stages, const std::vector<std::int64_t>& edges_per_stage);
 
 // The plan as in a plan file: {"checkpoints": [...], "edge_blocks": {...}}
 // with stage names, and "step_checkpoint": true when set.

@@ -48,7 +48,12 @@ nlohmann::json plan_document_json(const CostGraph& graph, const Device& device, 
                                   const Plan& plan, const Report& predicted, const nlohmann::json& exports);
 
 // Writes text to path through a temporary file in the same folder and a
-// rename, so that readers see the old file or the new one, never a part.
+// rename, so that readers see the old file or the new one, never a part
+// (src/atomic_write.cpp). A symbolic link's target is replaced, not the
+// link; a character device or FIFO (/dev/stdout) is written through; a
+// directory or other special file is refused. No temporary file outlives
+// the call, and those a killed writer left are removed. Any failure is an
+// InputError(path, "", …).
 void write_file_atomically(const std::string& path, const std::string& text);
 
 }  // namespace actmem

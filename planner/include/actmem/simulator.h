@@ -24,15 +24,18 @@
 namespace actmem {
 
 struct SimulationOptions {
+  // A row per op run; more than kMaxTimelineRows (actmem/limits.h) is an
+  // InputError("--timeline", …).
   bool record_timeline = false;
-  // Report::live_at_peak: every buffer live at the peak (costs a scan of
-  // the live buffers at each new peak).
+  // Report::live_at_peak: every buffer live at the peak (costs a second
+  // run of the simulation).
   bool record_peak_buffers = false;
 };
 
 // Simulates one training step. `budget_bytes` is what fits is judged
 // against (usually device.memory_bytes; the device's reserve is part of the
-// predicted peak). The plan must have been made for graph.stages().
+// predicted peak). The plan must have been made for graph.stages():
+// validate() (plan.h) checks it, throwing InputError.
 Report simulate(const CostGraph& graph, const Device& device, std::int64_t budget_bytes, const Plan& plan,
                 const SimulationOptions& options = {});
 

@@ -20,8 +20,8 @@
 namespace actmem {
 
 struct SolverOptions {
-  // Edge-block counts tried per stage (each capped at the stage's edges).
-  // Empty: 1, 2, 4, …, 1024.
+  // Edge-block counts tried per stage (each capped at the stage's edges;
+  // counts outside 1..kMaxEdgeBlocks are dropped). Empty: 1, 2, 4, …, 1024.
   std::vector<std::int64_t> block_choices;
   // Search regions with inner regions nested one level (exact: tests
   // enumerate the nested space). Off by default: on full GraphCast it takes
