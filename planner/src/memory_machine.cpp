@@ -1,6 +1,7 @@
 #include "memory_machine.h"
 
 #include <algorithm>
+#include <span>
 #include <stdexcept>
 #include <string>
 
@@ -81,15 +82,18 @@ bool MemoryMachine::compiler_recomputable(TensorId t) const {
 std::int64_t MemoryMachine::live_compiler_recomputable(const Op* op) const {
   std::int64_t bytes = live_recomputable_;
   if (op == nullptr) return bytes;
-  std::vector<int> in_use;
-  for (const auto* list : {&op->inputs, &op->outputs})
-    for (TensorId t : *list) {
-      const int b = current_[static_cast<std::size_t>(t)];
-      if (b < 0 || !buffers_[static_cast<std::size_t>(b)].compiler_recomputable ||
-          std::find(in_use.begin(), in_use.end(), b) != in_use.end())
-        continue;
-      in_use.push_back(b);
-      bytes -= buffers_[static_cast<std::size_t>(b)].bytes;
+  // Sampled at every op: no allocation; an op's few tensors are compared
+  // pairwise so that a buffer it reads twice counts once.
+  const std::span<const TensorId> lists[] = {op->inputs, op->outputs};
+  auto buffer_at = [&](std::size_t list, std::size_t i) { return current_[static_cast<std::size_t>(lists[list][i])]; };
+  for (std::size_t l = 0; l < 2; ++l)
+    for (std::size_t i = 0; i < lists[l].size(); ++i) {
+      const int b = buffer_at(l, i);
+      if (b < 0 || !buffers_[static_cast<std::size_t>(b)].compiler_recomputable) continue;
+      bool seen = false;
+      for (std::size_t m = 0; m <= l && !seen; ++m)
+        for (std::size_t j = 0; j < (m < l ? lists[m].size() : i) && !seen; ++j) seen = buffer_at(m, j) == b;
+      if (!seen) bytes -= buffers_[static_cast<std::size_t>(b)].bytes;
     }
   return bytes;
 }
