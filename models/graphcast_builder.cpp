@@ -42,7 +42,10 @@ class GraphCastBuilder {
       const TensorId loss = activation("loss", 1, 1, 4);
       emit(OpKind::mse_loss, "loss", {prediction, target}, {loss}, 3.0 * rows_cols(prediction),
            3.0 * rows_cols(prediction));
-      if (step + 1 < run_.rollout) carry = next_input(prediction, carry, forcing, in);
+      // JAX's scan body computes the next carry at every step, the last
+      // one's discarded (J9); PyTorch's loop stops at the last prediction.
+      if (step + 1 < run_.rollout || (in.frames && run_.rollout > 1))
+        carry = next_input(prediction, carry, forcing, in);
     }
     return b_.finish();
   }
@@ -111,8 +114,10 @@ class GraphCastBuilder {
   }
 
   // The next step's grid input. PyTorch: the prediction and the (static)
-  // forcings, read from the first step's grid features. JAX: the next carry, (frame 1, prediction's state channels +
-  // forcings at the target time), float32.
+  // forcings, read from the first step's grid features. JAX: the next
+  // carry, (frame 1, prediction's state channels + forcings at the target
+  // time), float32 in the program; XLA keeps it in the activation dtype, the
+  // only dtype the next step reads it in, and its cotangent in float32 (J9).
   TensorId next_input(TensorId prediction, TensorId carry, TensorId forcing, const StepInputs& in) {
     if (!in.frames) {
       const TensorId next =
@@ -120,7 +125,8 @@ class GraphCastBuilder {
       emit(OpKind::next_input, "next_input", {prediction, in.grid}, {next}, 0, 0);
       return next;
     }
-    const TensorId next = activation("next_frames", m_.grid_nodes * run_.batch, kFrames * time_channels(), 4);
+    const TensorId next = b_.add_tensor({prefix() + ".next_frames", m_.grid_nodes * run_.batch,
+                                         kFrames * time_channels(), act_bytes_, TensorRole::activation, true, 4});
     emit(OpKind::next_input, "next_input", {prediction, carry, forcing}, {next}, 0, 0);
     return next;
   }

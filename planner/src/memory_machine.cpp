@@ -122,6 +122,18 @@ std::int64_t MemoryMachine::bytes_of(TensorId t, std::int64_t block_rows) const 
   return block_rows > 0 && per_block ? block_rows * x.cols * x.element_bytes : x.bytes();
 }
 
+void MemoryMachine::seed_gradients(const Op& op) {
+  if (op.kind == OpKind::mse_loss) grad(op.outputs.front()) = allocate(4, kGradients, 1);
+  if (op.kind == OpKind::next_input && g_.consumers(op.outputs.front()).empty())
+    grad(op.outputs.front()) = allocate(tensor(op.outputs.front()).gradient_bytes(), kGradients, 1);
+}
+
+std::int64_t MemoryMachine::gradient_bytes_of(TensorId t, std::int64_t block_rows) const {
+  const Tensor& x = tensor(t);
+  return x.gradient_element_bytes > 0 ? bytes_of(t, block_rows) / x.element_bytes * x.gradient_element_bytes
+                                      : bytes_of(t, block_rows);
+}
+
 std::int64_t MemoryMachine::output_bytes(const Op& op, const OpMemoryRule& rule, TensorId t,
                                          std::int64_t block_rows) const {
   return rule.output_sized_like_input >= 0 && t == op.outputs.front()
@@ -481,7 +493,7 @@ std::int64_t MemoryMachine::input_gradient(const Op& op, const OpMemoryRule& rul
       for (TensorId u : producer.inputs) transient += input_gradient(producer, producer_rule, u, block_rows);
       return transient;
     }
-    const int whole = allocate(bytes_of(t, block_rows), kGradients, 1, t);
+    const int whole = allocate(gradient_bytes_of(t, block_rows), kGradients, 1, t);
     if (block_rows > 0 && profile_.block_input_gradients_held) {
       retain(whole);
       held_block_gradients_.push_back(whole);
@@ -505,7 +517,7 @@ std::int64_t MemoryMachine::input_gradient(const Op& op, const OpMemoryRule& rul
     if (c < 0) return 0;
     retain(c);
   } else {
-    c = allocate(sliced ? block_rows * x.cols * x.element_bytes : bytes_of(t, block_rows), kGradients, 1, t);
+    c = allocate(sliced ? block_rows * x.cols * x.element_bytes : gradient_bytes_of(t, block_rows), kGradients, 1, t);
   }
   contributions_.push_back({t, c, sliced});
   return 0;
@@ -527,7 +539,7 @@ void MemoryMachine::accumulate(TensorId t, int c, bool sliced) {
     return;
   }
   if (sliced) {
-    const int full = allocate(tensor(t).bytes(), kGradients, 1, t);
+    const int full = allocate(tensor(t).gradient_bytes(), kGradients, 1, t);
     sample_transient();
     release(c);
     c = full;
@@ -541,7 +553,7 @@ void MemoryMachine::accumulate(TensorId t, int c, bool sliced) {
     release(c);
     return;
   }
-  const int sum = allocate(tensor(t).bytes(), kGradients, 1, t);
+  const int sum = allocate(tensor(t).gradient_bytes(), kGradients, 1, t);
   sample_transient();
   release(b);
   release(c);

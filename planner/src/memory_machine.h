@@ -106,6 +106,11 @@ class MemoryMachine {
   // the saving level: the forward pass for top-level regions, the parent's
   // recomputation for nested ones.
   void keep_inputs(bool saving, const std::vector<TensorId>& inputs, std::int64_t blocks = 1);
+  // The backward pass's seeds an op gives, before any backward runs:
+  // d(loss)/d(loss) = 1 for a step's loss, and the zero cotangent of a carry
+  // that nothing reads (the one JAX's scan computes at its last step and
+  // discards), which XLA's backward loop holds as its state (docs/cost-model.md J9).
+  void seed_gradients(const Op& op);
 
   const CostGraph& g_;
   const MemoryProfile profile_;
@@ -124,6 +129,7 @@ class MemoryMachine {
 
  private:
   std::int64_t bytes_of(TensorId t, std::int64_t block_rows) const;
+  std::int64_t gradient_bytes_of(TensorId t, std::int64_t block_rows) const;
   std::int64_t output_bytes(const Op& op, const OpMemoryRule& rule, TensorId t, std::int64_t block_rows) const;
   double block_scale(const Op& op, std::int64_t block_rows) const;
   void forward_op(OpId id, bool saving, std::int64_t block_rows, int block, Pass pass);

@@ -50,9 +50,9 @@ class Simulation : detail::MemoryMachine {
     forward(schedule_.items, /*saving=*/true, 0, -1, Pass::forward);
     r.activation_bytes_after_forward = live_[kActivations];
 
-    // Backward starts from d(loss)/d(loss) = 1 for every rollout step's loss.
-    for (const Op& op : g_.ops())
-      if (op.kind == OpKind::mse_loss) grad(op.outputs.front()) = allocate(4, kGradients, 1);
+    // Backward starts from d(loss)/d(loss) = 1 for every rollout step's loss
+    // (and, in a scanned rollout, the discarded carry's zero cotangent).
+    for (const Op& op : g_.ops()) seed_gradients(op);
     for (int b : losses_) release(b);
     backward(schedule_.items, 0, -1);
     phase_peak_dynamic_ = peak_dynamic_;

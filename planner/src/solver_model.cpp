@@ -68,12 +68,15 @@ ChainModel::ChainModel(const CostGraph& graph, const Device& device)
                                  : device.peak_fp32_flops;
   stage_time_s_.assign(static_cast<std::size_t>(stage_count()), 0.0);
   edge_time_s_.assign(static_cast<std::size_t>(stage_count()), 0.0);
+  // Steps may differ in bytes moved (JAX's first step reads the float32
+  // frames, later ones the carry in the activation dtype), so each stage's
+  // time is its mean over the steps: a plan repeats in every step.
   for (const Op& op : graph.ops()) {
-    if (op.step != 0 || op.stage >= stage_count()) continue;
+    if (op.stage >= stage_count()) continue;
     double bytes = 0;
     for (TensorId t : op.inputs) bytes += static_cast<double>(graph.tensor(t).bytes());
     for (TensorId t : op.outputs) bytes += static_cast<double>(graph.tensor(t).bytes());
-    const double time = std::max(op.forward_flops / flops_per_s, bytes / device.bandwidth_bytes_per_s);
+    const double time = std::max(op.forward_flops / flops_per_s, bytes / device.bandwidth_bytes_per_s) / steps_;
     stage_time_s_[static_cast<std::size_t>(op.stage)] += time;
     if (op.edge_update) edge_time_s_[static_cast<std::size_t>(op.stage)] += time;
   }
@@ -153,7 +156,7 @@ std::vector<std::int64_t> ChainModel::signature(int c, int s, const GradState& s
     const int key = rg_.local_key[static_cast<std::size_t>(t)];
     const auto it = std::lower_bound(state.begin(), state.end(), key,
                                      [](const auto& entry, int k) { return entry.first < k; });
-    in.push_back(it != state.end() && it->first == key ? it->second : graph().tensor(t).bytes());
+    in.push_back(it != state.end() && it->first == key ? it->second : graph().tensor(t).gradient_bytes());
   }
   return in;
 }

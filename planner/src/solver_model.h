@@ -104,7 +104,7 @@ class ChainModel {
   // The loss pseudo-stage of class c.
   const Effect& loss(int c, const std::vector<std::int64_t>& in = {});
   // Step-time contributions: one forward execution of stage s, and of its
-  // edge update.
+  // edge update (means over the rollout's steps).
   double stage_forward_s(int s) const { return stage_time_s_[static_cast<std::size_t>(s)]; }
   double edge_forward_s(int s) const { return edge_time_s_[static_cast<std::size_t>(s)]; }
 

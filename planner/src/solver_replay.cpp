@@ -178,14 +178,11 @@ class Replay : MemoryMachine {
     // seed (the held loss goes when all seeds exist).
     for (TensorId t : read_later) release(current(t));
     const std::int64_t prelude = live();
-    for (OpId id : ops) {
-      const Op& op = g_.op(id);
-      if (op.kind == OpKind::mse_loss) grad(op.outputs.front()) = allocate(4, kGradients, 1);
-    }
+    for (OpId id : ops) seed_gradients(g_.op(id));
     for (int b : losses_) release(b);
     result.backward_prelude_bytes = live() - prelude;
     for (TensorId t : rg_.incoming[static_cast<std::size_t>(step_)][static_cast<std::size_t>(stage_)]) {
-      std::int64_t bytes = tensor(t).bytes();
+      std::int64_t bytes = tensor(t).gradient_bytes();
       for (const auto& [u, b] : ctx_.incoming_grads)
         if (u == t) bytes = b;
       grad(t) = allocate(bytes, kGradients, 1);

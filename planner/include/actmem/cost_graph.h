@@ -39,7 +39,14 @@ struct Tensor {
   int element_bytes = 0;
   TensorRole role = TensorRole::activation;
   bool requires_grad = false;
+  // Bytes per element of its gradient when they differ (0: element_bytes):
+  // JAX's carried frames are kept in the activation dtype while their
+  // cotangent stays float32 (docs/cost-model.md J9).
+  int gradient_element_bytes = 0;
   std::int64_t bytes() const { return rows * cols * element_bytes; }
+  std::int64_t gradient_bytes() const {
+    return rows * cols * (gradient_element_bytes > 0 ? gradient_element_bytes : element_bytes);
+  }
 };
 
 enum class OpKind {
