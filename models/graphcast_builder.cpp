@@ -1,7 +1,8 @@
 // CostGraph::build(): GraphCast's training step as an op-level DAG.
 //
-// Layer structure from GRAPHCAST.md / DeepMind's deep_typed_graph_net.py,
-// in the PyTorch reference formulation of DESIGN.md:
+// Layer structure from DeepMind's graphcast code (deep_typed_graph_net.py;
+// docs/model-format.md, docs/cost-model.md §1), written as the PyTorch
+// reference (integrations/pytorch/graphcast_reference.py) computes it:
 //   MLP(x)       = layer_norm(linear(silu(linear(x))))  (no LayerNorm on the output MLP;
 //                  mlp_hidden_layers − 1 further linear+silu pairs in between)
 //   edge update  e' = MLP(cat[e, v_s[senders], v_r[receivers]])

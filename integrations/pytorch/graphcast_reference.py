@@ -1,5 +1,5 @@
 """Reference GraphCast in PyTorch: the network that actmem's `framework: pytorch`
-cost model describes (DESIGN.md, "The PyTorch reference implementation").
+cost model describes (docs/cost-model.md §1).
 
 Contracts the simulator relies on:
   * MLP: linear -> silu -> linear (mlp_hidden_layers hidden layers of width
@@ -89,7 +89,7 @@ def stage_writes(stage: str) -> tuple[str, ...]:
 
 @dataclass
 class Inputs:
-    """Model inputs: excluded from activation bytes (DESIGN.md, Report)."""
+    """Model inputs: excluded from activation bytes (docs/cost-model.md §2)."""
     grid_x: torch.Tensor   # [Ng, (B,) grid_input_features]
     mesh_x: torch.Tensor   # [Nm, (B,) mesh_input_features]
     g2m_x: torch.Tensor    # [E_g2m, (B,) edge_features]

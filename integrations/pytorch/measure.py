@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Measures one training step (forward, MSE loss, backward) of the reference
-GraphCast under a plan, and prints the DESIGN.md "Report" memory figures:
+GraphCast under a plan, and prints the memory figures of actmem's report
+(docs/cost-model.md §2):
 
   activation_bytes_after_forward  live bytes once forward and loss are done
       (only `loss` referenced) minus live bytes just before the forward pass.

@@ -1,4 +1,4 @@
-"""Reading an actmem plan (DESIGN.md, "Plan") and running the reference model under it.
+"""Reading an actmem plan (docs/plan-format.md) and running the reference model under it.
 
 A plan here is two things:
   * regions: nested checkpoint regions over the stage chain. Stages

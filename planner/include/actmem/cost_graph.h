@@ -3,7 +3,7 @@
 //
 // Vertices are operations, edges are the tensors flowing between them
 // (stored as a Boost.Graph DAG behind this header). Every op knows its stage
-// (DESIGN.md "Stages"), its rollout step, its inputs and outputs and its
+// (docs/cost-model.md §1), its rollout step, its inputs and outputs and its
 // forward and backward FLOPs. What an op keeps for the backward pass depends
 // on the framework and lives in memory_profile.h, not here.
 //

@@ -1,6 +1,6 @@
 #pragma once
 // A summary of the degrees of one node set in one edge set: how uneven the
-// receivers' in-degrees are decides how edge blocks balance (GRAPHCAST.md).
+// receivers' in-degrees are decides how edge blocks balance (docs/geometry.md).
 
 #include <cstdint>
 #include <vector>

@@ -62,7 +62,7 @@ nlohmann::json to_json(const ModelDescription& model);
 // depth; not the name). Plans carry it to refuse being applied to another model.
 std::string fingerprint(const ModelDescription& model);
 
-// Trainable parameters, counted from the layer structure (GRAPHCAST.md),
+// Trainable parameters, counted from the layer structure (docs/model-format.md),
 // including the decoder's mesh-node MLP whose output the code discards.
 std::int64_t parameter_count(const ModelDescription& model);
 

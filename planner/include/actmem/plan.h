@@ -1,6 +1,6 @@
 #pragma once
 // A plan: which stages run under checkpoints and how edge updates are blocked
-// (DESIGN.md "Plan"). Stages are referred to by index into the stage chain
+// (docs/plan-format.md). Stages are referred to by index into the stage chain
 // (CostGraph::stages()); names appear only in JSON.
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 #pragma once
-// The plan file (DESIGN.md "Plan"; schema in docs/plan.schema.json):
+// The plan file (docs/plan-format.md; schema in docs/plan.schema.json):
 // {"format": "actmem.plan", "version": 1, model, run, device, budget_bytes,
 //  stages, checkpoints, edge_blocks, predicted, exports}.
 //

@@ -1,5 +1,5 @@
 #pragma once
-// What a simulation predicts for one training step (DESIGN.md "Report").
+// What a simulation predicts for one training step (docs/cost-model.md §2).
 
 #include <cstdint>
 #include <string>

@@ -1,5 +1,5 @@
 #pragma once
-// How a model is trained, separate from what the model is (DESIGN.md).
+// How a model is trained, separate from what the model is (docs/model-format.md).
 
 #include <cstdint>
 #include <string>
