@@ -7,6 +7,7 @@
 # Needs Python 3.11+ with the venv module (Debian: python3-venv) and PyPI.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
+source "$root/scripts/lib/venv.sh"
 venv="${ACTMEM_JAX_VENV:-$root/.venv-jax}"
 python="${ACTMEM_JAX_PYTHON:-python3}"
 
@@ -16,22 +17,11 @@ pins=(
   "numpy==2.4.6" "ml_dtypes==0.6.0" "scipy==1.17.1" "opt_einsum==3.4.0"
   "pytest==9.2.0"
 )
-stamp="$venv/.actmem-pins"
 wanted="$(printf '%s\n' "${pins[@]}")"
+venv_is_current "$venv" "$wanted" && exit 0
 
-if [[ -x "$venv/bin/python" && -f "$stamp" && "$(<"$stamp")" == "$wanted" ]]; then
-  exit 0
-fi
-
-if ! "$python" -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
-  echo "install-jax: error: '$python' must be Python 3.11+ with the venv and ensurepip modules" \
-       "(Debian: apt-get install python3-venv)" >&2
-  exit 2
-fi
-
-echo "install-jax: creating $venv (jax[tpu] 0.10.2)"
-rm -f "$stamp"
-"$python" -m venv "$venv"
+venv_create install-jax "$python" "$venv"
+echo "install-jax: installing jax[tpu] 0.10.2 into $venv"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${pins[@]}"
-printf '%s\n' "$wanted" >"$stamp"
+venv_stamp "$venv" "$wanted"
 echo "install-jax: done; run integrations/jax with $venv/bin/python"

@@ -17,6 +17,7 @@
 # environment"). Needs Python 3.11+ with the venv module (Debian:
 # python3-venv), a C++ compiler and PyPI.
 set -euo pipefail
+source "$(dirname "$0")/lib/venv.sh"
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/actmem"
 venv="${ACTMEM_TORCH_VENV:-$cache/venv-torch}"
 python="${ACTMEM_TORCH_PYTHON:-python3}"
@@ -32,26 +33,15 @@ pins=(
 # PyG's compiled extensions, on PyPI as source only: built against the torch above.
 built=("torch-sparse==0.6.18" "torch-scatter==2.1.2")
 wheels="${ACTMEM_WHEEL_CACHE:-$cache/wheels}"
-stamp="$venv/.actmem-pins"
 wanted="$(printf '%s\n' "${pins[@]}" "${built[@]}")"
+venv_is_current "$venv" "$wanted" && exit 0
 
-if [[ -x "$venv/bin/python" && -f "$stamp" && "$(<"$stamp")" == "$wanted" ]]; then
-  exit 0
-fi
-
-if ! "$python" -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
-  echo "install-torch: error: '$python' must be Python 3.11+ with the venv and ensurepip modules" \
-       "(Debian: apt-get install python3-venv)" >&2
-  exit 2
-fi
-
-echo "install-torch: creating $venv (torch 2.10.0, nvidia-physicsnemo 2.2.2, anemoi-models 0.19.0, ${built[*]}; ~4.5 GB download)"
-rm -f "$stamp"
-"$python" -m venv "$venv"
+venv_create install-torch "$python" "$venv"
+echo "install-torch: installing into $venv: torch 2.10.0, nvidia-physicsnemo 2.2.2, anemoi-models 0.19.0, ${built[*]}; ~4.5 GB download"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${pins[@]}"
 mkdir -p "$wheels"
 "$venv/bin/python" -m pip wheel --quiet --disable-pip-version-check --no-deps --no-build-isolation \
   --find-links "$wheels" -w "$wheels" "${built[@]}"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --find-links "$wheels" "${built[@]}"
-printf '%s\n' "$wanted" >"$stamp"
+venv_stamp "$venv" "$wanted"
 echo "install-torch: done; run integrations/trainers with $venv/bin/python"
