@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs integrations/trainers' pytest suite for CTest: actmem's PhysicsNeMo
 # and anemoi exports loaded into the trainers' own model classes, the
-# checkpoints they run compared with the exports' plans.
+# checkpoints they run compared with the exports' plans; and actmem's
+# predictions against the trainers' measured memory (validate.py --stored
+# over every stored case, two small cases measured afresh:
+# docs/validation-trainers.md).
 #   tests/trainers.sh SOURCE_DIR ACTMEM_BIN
 # Exit 77 (skipped) when the trainers' environment (scripts/install-torch.sh)
 # is missing, unless ACTMEM_REQUIRE_TRAINERS is set. A broken trainer package

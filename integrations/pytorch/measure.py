@@ -165,7 +165,18 @@ def _measure(model, plan, x, record: bool) -> dict:
             "rows": meter.recorded()}
 
 
-def _report(args, desc, model, plan, x, real, units) -> dict:
+def subtract_overhead(real: dict, units) -> dict:
+    """Removes the per-op non-tensor overhead from a measured step.
+
+    `real` and the two `units` (the same step with every width 1 and every
+    count n, then 2n) are _measure()-style dicts: "rows" (op, phase, stage,
+    live bytes), "after_forward", "after_backward". When the three ran the
+    same op sequence, overhead(op) = 2 * live_n(op) - live_2n(op) (the
+    payload doubles, the overhead stays); otherwise nothing is removed and
+    "calibrated" is False. Returns "calibrated", "overhead" (per op),
+    "live" (per op, overhead removed), and "after_forward" and
+    "after_backward": the overhead at those two points.
+    """
     rows, (u1, u2) = real["rows"], units
     calibrated = len(u1["rows"]) == len(rows) == len(u2["rows"]) and all(
         a[0] == b[0] == c[0] for a, b, c in zip(rows, u1["rows"], u2["rows"]))
@@ -175,7 +186,15 @@ def _report(args, desc, model, plan, x, real, units) -> dict:
         over_ab = 2 * u1["after_backward"] - u2["after_backward"]
     else:
         overhead, over_af, over_ab = [0] * len(rows), 0, 0
-    live = [r[3] - o for r, o in zip(rows, overhead)]
+    return {"calibrated": calibrated, "overhead": overhead, "live": [r[3] - o for r, o in zip(rows, overhead)],
+            "after_forward": over_af, "after_backward": over_ab}
+
+
+def _report(args, desc, model, plan, x, real, units) -> dict:
+    rows = real["rows"]
+    cal = subtract_overhead(real, units)
+    calibrated, overhead, live = cal["calibrated"], cal["overhead"], cal["live"]
+    over_af, over_ab = cal["after_forward"], cal["after_backward"]
     peak_i = max(range(len(live)), key=live.__getitem__)
     nf = real["forward_ops"]
     phases = [r[1] for r in rows]
