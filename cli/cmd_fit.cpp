@@ -14,13 +14,17 @@
 namespace actmem::cli {
 namespace {
 
-// Catalog devices on which some plan fits, given the least dynamic memory
-// any plan needs (the same on every device; only the reserve differs).
-std::vector<std::string> devices_that_fit(std::int64_t min_peak_bytes, const Device& on) {
+// Catalog devices on which some plan fits with the headroom kept free,
+// given the least dynamic memory any plan needs (the same on every device;
+// only the reserve differs).
+std::vector<std::string> devices_that_fit(std::int64_t min_peak_bytes, const Device& on,
+                                          const std::optional<Headroom>& headroom) {
   const std::int64_t without_reserve = min_peak_bytes - on.reserve_bytes;
   std::vector<std::string> ids;
-  for (const Device& d : device_catalog())
-    if (without_reserve + d.reserve_bytes <= d.memory_bytes) ids.push_back(d.id);
+  for (const Device& d : device_catalog()) {
+    const std::int64_t kept = headroom ? headroom->of(d.memory_bytes) : 0;
+    if (without_reserve + d.reserve_bytes + kept <= d.memory_bytes) ids.push_back(d.id);
+  }
   return ids;
 }
 
@@ -31,17 +35,21 @@ int run_fit(const Args& args) {
   RunSetup setup;
   setup.add_options(app);
   setup.add_solver_options(app);
+  setup.add_headroom_option(app);
   bool json = false;
   app.add_flag("--json", json, "print the report of the chosen plan as JSON");
   parse(app, args);
 
+  // `budget` is what plans must fit: the budget less the headroom.
   const auto [graph, device, budget] = setup.target();
+  const std::int64_t headroom = setup.headroom_bytes(device);
   const Solution solution = solve(graph, device, budget, setup.solver_options());
   const Report baseline = simulate(graph, device, budget, empty_plan(graph.stages()));
-  const std::vector<std::string> fitting = devices_that_fit(solution.min_peak_bytes, device);
+  const std::vector<std::string> fitting = devices_that_fit(solution.min_peak_bytes, device, setup.headroom);
 
   if (json) {
     nlohmann::json out = to_json(solution.report);
+    out["headroom_bytes"] = headroom;
     out["plan"] = plan_to_json(solution.plan, graph.stages());
     out["min_peak_bytes"] = solution.min_peak_bytes;
     out["no_checkpoint_peak_bytes"] = baseline.peak_bytes;
@@ -53,10 +61,15 @@ int run_fit(const Args& args) {
 
   const Report& r = solution.report;
   std::cout << describe_run(graph, device);
+  if (headroom > 0)
+    std::cout << fmt::format("headroom: {} of the {} budget kept free (--headroom); plans must fit in {}\n",
+                             setup.headroom->describe(budget + headroom), format_bytes(budget + headroom),
+                             format_bytes(budget));
   if (solution.feasible) {
     if (r.peak_bytes <= budget)
-      std::cout << fmt::format("FITS: predicted peak {} of {} budget ({} to spare)\n", format_bytes(r.peak_bytes),
-                               format_bytes(budget), format_bytes(budget - r.peak_bytes));
+      std::cout << fmt::format("FITS: predicted peak {} of {} budget ({} to spare{})\n", format_bytes(r.peak_bytes),
+                               format_bytes(budget), format_bytes(budget - r.peak_bytes),
+                               headroom > 0 ? fmt::format(", and the {} headroom", format_bytes(headroom)) : "");
     else
       std::cout << fmt::format("FITS: predicted peak {} as written, over the {} budget\n{}", format_bytes(r.peak_bytes),
                                format_bytes(budget), describe_compiler_remat(r));
@@ -67,6 +80,10 @@ int run_fit(const Args& args) {
   } else {
     std::cout << fmt::format("DOES NOT FIT: the least memory any plan needs is {} (budget {})\n{}",
                              format_bytes(solution.min_peak_bytes), format_bytes(budget), describe_compiler_remat(r));
+    if (headroom > 0 && simulate(graph, device, budget + headroom, solution.plan).fits)
+      std::cout << fmt::format("  it would fit the whole {} budget, eating into the headroom; --headroom 0 plans to "
+                               "the last byte, where actmem's validation does not vouch for the answer\n",
+                               format_bytes(budget + headroom));
     std::cout << "least-memory plan: " << describe(solution.plan, graph.stages()) << '\n';
     std::cout << (fitting.empty() ? std::string{"no catalog device fits; reduce batch or rollout"}
                                   : fmt::format("catalog devices that fit: {}", fmt::join(fitting, ", ")))

@@ -17,12 +17,20 @@
 #include "run_setup.h"
 
 namespace actmem::cli {
+namespace {
+
+std::string headroom_note(std::int64_t headroom) {
+  return headroom > 0 ? fmt::format(", after {} kept free by --headroom", format_bytes(headroom)) : std::string{};
+}
+
+}  // namespace
 
 int run_plan(const Args& args) {
   CLI::App app{"Find the fastest plan that fits and write it as JSON (format actmem.plan, version 1).", "plan"};
   RunSetup setup;
   setup.add_options(app);
   setup.add_solver_options(app);
+  setup.add_headroom_option(app);
   std::string output;
   std::string trainer;
   app.add_option("-o,--output", output, "plan file to write (atomically), or - for stdout");
@@ -38,11 +46,15 @@ int run_plan(const Args& args) {
                                  did_you_mean(trainer, trainers)));
   if (!trainer.empty() && output == "-") throw InputError("--export", "", "prints to stdout; -o - would too");
 
+  // `budget` is what plans must fit, and what the plan file records: the
+  // budget less the headroom.
   const auto [graph, device, budget] = setup.target();
   const Solution solution = solve(graph, device, budget, setup.solver_options());
   if (!solution.feasible) {
-    std::cerr << fmt::format("actmem: does not fit: the least memory any plan needs is {} (budget {}); no plan written\n",
-                             format_bytes(solution.min_peak_bytes), format_bytes(budget));
+    std::cerr << fmt::format("actmem: does not fit: the least memory any plan needs is {} (budget {}{}); no plan "
+                             "written\n",
+                             format_bytes(solution.min_peak_bytes), format_bytes(budget),
+                             headroom_note(setup.headroom_bytes(device)));
     return 1;
   }
   const nlohmann::json exports = trainer_exports(graph, device, budget, solution.plan, solution.report);
@@ -54,9 +66,9 @@ int run_plan(const Args& args) {
     std::cout << text;
   } else {
     write_file_atomically(output, text);
-    std::cerr << fmt::format("wrote {}: peak {} of {}, recompute +{:.1f}%\n", output,
+    std::cerr << fmt::format("wrote {}: peak {} of {}{}, recompute +{:.1f}%\n", output,
                              format_bytes(solution.report.peak_bytes), format_bytes(budget),
-                             100.0 * solution.report.recompute_overhead());
+                             headroom_note(setup.headroom_bytes(device)), 100.0 * solution.report.recompute_overhead());
   }
   return 0;
 }

@@ -67,6 +67,7 @@ int run_report(const Args& args) {
   RunSetup setup;
   setup.add_options(app);
   setup.add_solver_options(app);
+  setup.add_headroom_option(app);  // the solver's plan is fit's; a --plan keeps its own budget
   std::string plan_name, output, svg_path;
   app.add_option("--plan", plan_name,
                  "plan file, or none, full, every:K, deepmind, deepmind:B (default: the fastest plan that fits)");

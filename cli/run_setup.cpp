@@ -1,9 +1,11 @@
 #include "run_setup.h"
 
+#include <cstdlib>
 #include <filesystem>
 
 #include <fmt/format.h>
 
+#include "actmem/error.h"
 #include "actmem/limits.h"
 #include "actmem/simulator.h"
 #include "actmem/units.h"
@@ -52,6 +54,47 @@ void RunSetup::add_solver_options(CLI::App& app) {
                "docs/reliability.md)");
 }
 
+std::int64_t Headroom::of(std::int64_t budget_bytes) const {
+  return bytes + static_cast<std::int64_t>(share * static_cast<double>(budget_bytes));
+}
+
+std::string Headroom::describe(std::int64_t budget_bytes) const {
+  const std::string size = format_bytes(of(budget_bytes));
+  return share > 0 && bytes == 0 ? fmt::format("{} ({:g}%)", size, 100.0 * share) : size;
+}
+
+namespace {
+
+// "5%" (0..50% of the budget), "0", or a byte size ("2GiB").
+Headroom parse_headroom(const std::string& text) {
+  Headroom h;
+  if (text == "0") return h;
+  if (!text.empty() && text.back() == '%') {
+    const std::string number = text.substr(0, text.size() - 1);
+    char* end = nullptr;
+    const double percent = std::strtod(number.c_str(), &end);
+    if (number.empty() || end != number.c_str() + number.size() || !(percent >= 0 && percent <= 50))
+      throw InputError("--headroom", "", fmt::format("expected a share from 0% to 50% or a size such as 2GiB, got '{}'", text));
+    h.share = percent / 100.0;
+    return h;
+  }
+  h.bytes = parse_bytes(text, "--headroom");
+  return h;
+}
+
+}  // namespace
+
+void RunSetup::add_headroom_option(CLI::App& app) {
+  headroom = Headroom{0, kDefaultHeadroomShare};
+  app.add_option_function<std::string>(
+         "--headroom", [this](const std::string& v) { headroom = parse_headroom(v); },
+         "memory to leave free for what the model does not predict: a share of the budget (0% to 50%) or a size "
+         "such as 2GiB; 0 plans to the last byte (docs/cost-model.md, \"Headroom\")")
+      ->default_str(fmt::format("{:g}%", 100.0 * kDefaultHeadroomShare));
+}
+
+std::int64_t RunSetup::headroom_bytes(const Device& d) const { return headroom ? headroom->of(budget_bytes(d)) : 0; }
+
 SolverOptions RunSetup::solver_options() const {
   SolverOptions options;
   options.allow_nested_regions = nested_regions;
@@ -76,8 +119,12 @@ std::int64_t RunSetup::budget_bytes(const Device& d) const {
 
 Target RunSetup::target() const {
   Device d = load_device();
-  const std::int64_t bytes = budget_bytes(d);
-  return Target{CostGraph::build(load_model(), run), std::move(d), bytes};
+  const std::int64_t whole = budget_bytes(d);
+  const std::int64_t kept = headroom_bytes(d);
+  if (kept >= whole)
+    throw InputError("--headroom", "",
+                     fmt::format("{} leaves nothing of the {} budget", format_bytes(kept), format_bytes(whole)));
+  return Target{CostGraph::build(load_model(), run), std::move(d), whole - kept};
 }
 
 Target RunSetup::target(const std::optional<PlanDocument>& document, const CLI::App& app) const {

@@ -25,6 +25,21 @@ struct Target {
   std::int64_t budget_bytes = 0;
 };
 
+// Memory a plan must leave free for what the cost model does not predict
+// (--headroom; docs/cost-model.md, "Headroom"): a size, or a share of the
+// budget. The planning commands plan within the budget less this.
+struct Headroom {
+  std::int64_t bytes = 0;
+  double share = 0;  // of the budget, 0..0.5
+  std::int64_t of(std::int64_t budget_bytes) const;
+  std::string describe(std::int64_t budget_bytes) const;  // "1.60 GiB (5%)", "2.00 GiB"
+};
+// 5% of the budget: the largest shortfall of actmem's verdict measured
+// against a judge (XLA:TPU rematerialising DeepMind's rollout-1 plan to
+// within 0.05 GiB of its limit, where actmem's floor left 1.38 GiB; 4.3% of
+// a v4's 32 GiB) rounded up (docs/cost-model.md, "Headroom").
+inline constexpr double kDefaultHeadroomShare = 0.05;
+
 // Values are checked as the command line is parsed (InputError naming the
 // option); files are read and the graph is built only by the loaders below.
 struct RunSetup {
@@ -34,6 +49,7 @@ struct RunSetup {
   std::optional<std::int64_t> budget;        // --budget: at most the device's memory
   RunOptions run;                            // --dtype, --framework, --optimizer, --batch, --rollout
   bool nested_regions = false;               // the solver also searches nested regions
+  std::optional<Headroom> headroom;          // --headroom: set (to its default) by add_headroom_option
   bool quiet = false;                        // no progress line or notes on stderr (progress_line.h)
 
   // `batch_and_rollout`: false for commands that take lists of them instead.
@@ -42,12 +58,17 @@ struct RunSetup {
   // For the commands that run the solver.
   void add_solver_options(CLI::App& app);
   SolverOptions solver_options() const;
+  // For the commands that answer "will it fit" and write plans: --headroom.
+  void add_headroom_option(CLI::App& app);
 
   // Loaded and validated; InputError on anything wrong.
   ModelDescription load_model() const;
   Device load_device() const;
   std::int64_t budget_bytes(const Device& device) const;  // --budget, checked against the device
-  Target target() const;  // all of the above, loaded and built
+  // All of the above, loaded and built; the budget less the headroom when
+  // add_headroom_option was called (an InputError if that leaves nothing).
+  Target target() const;
+  std::int64_t headroom_bytes(const Device& device) const;  // 0 without add_headroom_option
   // The same for a command that may read a plan file: the document's model,
   // run, device and budget, each replaced by what the command line of `app`
   // gives (the model must still match the document's: plan_for checks).

@@ -14,6 +14,38 @@ grep -q '^DOES NOT FIT: the least memory any plan needs is' "$work/nofit.txt" ||
 grep -q 'catalog devices that fit:' "$work/nofit.txt" || fail "nofit lists no devices: $(cat "$work/nofit.txt")"
 "$actmem" fit --model graphcast-small --device a100-80gb --json >"$work/fit.json" || fail "fit --json exited $?"
 
+# --headroom: fit and plan work within the budget less the headroom (default
+# 5% of it), say so, and say when the least plan would fit only by eating
+# into it; a share above 50% or a headroom of the whole budget is exit 2.
+small=(--model graphcast-small --device a100-80gb --framework pytorch)
+"$actmem" fit "${small[@]}" --json >"$work/h5.json" || fail "fit (default headroom) exited $?"
+"$actmem" fit "${small[@]}" --headroom 0 --json >"$work/h0.json" || fail "fit --headroom 0 exited $?"
+"$actmem" fit "${small[@]}" --headroom 2GiB --json >"$work/h2.json" || fail "fit --headroom 2GiB exited $?"
+/usr/bin/python3 - "$work/h5.json" "$work/h0.json" "$work/h2.json" <<'PY' || fail "fit --headroom figures"
+import json, sys
+h5, h0, h2 = (json.load(open(p)) for p in sys.argv[1:])
+memory = 80 * 2**30
+assert h0["headroom_bytes"] == 0 and h0["budget_bytes"] == memory, h0["budget_bytes"]
+assert h5["headroom_bytes"] == memory // 20 and h5["budget_bytes"] == memory - memory // 20, h5["budget_bytes"]
+assert h2["headroom_bytes"] == 2 * 2**30 and h2["budget_bytes"] == memory - 2 * 2**30
+assert h5["peak_bytes"] <= h5["budget_bytes"] and h5["fits"]
+PY
+least=$("$actmem" fit "${small[@]}" --budget 1GiB --headroom 0 --json |
+  /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["min_peak_bytes"])')
+memory=$((least + least / 50))  # 2% above the least peak: fits, but not with 5% kept free
+"$actmem" fit "${small[@]}" --budget "${memory}B" --headroom 0 >/dev/null || fail "fit in ${memory} B without headroom"
+"$actmem" fit "${small[@]}" --budget "${memory}B" >"$work/squeezed.txt"
+[ $? -eq 1 ] || fail "fit in ${memory} B with 5% headroom should not fit: $(cat "$work/squeezed.txt")"
+grep -q '^headroom: .* (5%) of the .* budget kept free (--headroom); plans must fit in ' "$work/squeezed.txt" &&
+  grep -q 'it would fit the whole .* budget, eating into the headroom' "$work/squeezed.txt" ||
+  fail "fit does not explain the headroom: $(cat "$work/squeezed.txt")"
+"$actmem" plan "${small[@]}" --budget "${memory}B" -o "$work/squeezed.json" 2>"$work/squeezed.err"
+[ $? -eq 1 ] && [ ! -e "$work/squeezed.json" ] || fail "plan within the headroom wrote a plan"
+grep -q 'after .* kept free by --headroom); no plan written' "$work/squeezed.err" || fail "plan: $(cat "$work/squeezed.err")"
+check_error "--headroom: expected a share from 0% to 50% or a size such as 2GiB, got '51%'" fit "${small[@]}" --headroom 51%
+check_error "--headroom: expected a positive byte size such as 32GiB, 30GB or 512MiB, got 'lots'" plan "${small[@]}" --headroom lots -o -
+check_error "--headroom: 90.00 GiB leaves nothing of the 80.00 GiB budget" fit "${small[@]}" --headroom 90GiB
+
 # plan: every plan written validates against the schema and re-simulates to
 # exactly its predicted figures.
 i=0
