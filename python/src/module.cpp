@@ -95,14 +95,17 @@ py::object simulate_py(py::object model, py::object device, py::object memory, p
   SimulationOptions options;
   options.record_timeline = flag_from(timeline, "timeline");
   Report r;
-  nlohmann::json out;
+  py::object result;
   {
-    const py::gil_scoped_release unlocked;
-    r = simulate(*t.graph, t.device, t.budget_bytes, p, options);
-    out = to_json(r);
-    out["plan"] = plan_json(p, *t.graph);
-  }
-  py::object result = from_json(out);
+    nlohmann::json out;
+    {
+      const py::gil_scoped_release unlocked;
+      r = simulate(*t.graph, t.device, t.budget_bytes, p, options);
+      out = to_json(r);
+      out["plan"] = plan_json(p, *t.graph);
+    }
+    result = from_json(out);
+  }  // `out` is destroyed before the timeline takes the memory: destroying it allocates
   if (options.record_timeline) result["timeline"] = timeline_rows(r);
   return result;
 }

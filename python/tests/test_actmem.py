@@ -265,7 +265,11 @@ def test_running_out_of_memory_is_a_memory_error_not_an_abort():
         import json, resource, sys
         import actmem
         tiny = json.loads(sys.argv[1])
-        actmem.simulate(tiny, "a100-80gb", rollout=2, plan="deepmind:1024")  # load everything first
+        # Load everything first, the timeline's code path included: the
+        # loader allocates a module's thread-local data when it is first
+        # touched, and aborts (not a MemoryError) if it cannot.
+        actmem.simulate(tiny, "a100-80gb", rollout=2, plan="deepmind:1024")
+        actmem.simulate(tiny, "a100-80gb", plan="none", timeline=True)
         with open("/proc/self/statm") as f:
             mapped = int(f.read().split()[0]) * resource.getpagesize()
         resource.setrlimit(resource.RLIMIT_AS, (mapped + 150 * 2**20, resource.RLIM_INFINITY))
