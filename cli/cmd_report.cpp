@@ -1,5 +1,6 @@
 // `actmem report`: the memory pictures of one step in one self-contained
 // HTML file (docs/report.md), or the timeline alone as SVG.
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 
@@ -81,7 +82,10 @@ int run_report(const Args& args) {
   const Chosen chosen = choose(setup, plan_name, app);
   const auto& [graph, device, budget] = chosen.target;
   picture::ReportFigures figures =
-      picture::gather_figures(graph, device, budget, chosen.plan, chosen.origin, setup.solver_options());
+      picture::gather_figures(graph, device, budget, chosen.plan, chosen.origin, setup.solver_options(),
+                              [&setup](const Device& d) {
+                                return std::max<std::int64_t>(d.memory_bytes - setup.headroom->of(d.memory_bytes), 0);
+                              });
   figures.subtitle = describe_run(graph, device);
   figures.subtitle.pop_back();  // the newline
   figures.subtitle += ", budget " + format_bytes(budget);

@@ -1,4 +1,5 @@
 // `actmem sweep`: fits / peak / overhead over devices, batches and rollouts.
+#include <algorithm>
 #include <array>
 #include <iostream>
 
@@ -67,6 +68,7 @@ int run_sweep(const Args& args) {
   RunSetup setup;
   setup.add_options(app, /*batch_and_rollout=*/false);
   setup.add_solver_options(app);
+  setup.add_headroom_option(app);
   std::vector<std::string> device_ids{"all"};
   std::vector<std::int64_t> batch_list{1}, rollout_list{1};
   bool json = false;
@@ -107,7 +109,8 @@ int run_sweep(const Args& args) {
       for (const Device& d : targets) {
         progress.update(fmt::format("{}, batch {}, rollout {}", d.id, batch, rollout), static_cast<int>(rows.size()) + 1,
                         steps);
-        const std::int64_t budget = setup.budget_bytes(d);
+        // A headroom of a whole device's memory leaves nothing: nothing fits there.
+        const std::int64_t budget = std::max<std::int64_t>(setup.budget_bytes(d) - setup.headroom_bytes(d), 0);
         const Solution sol = solve(graph, d, budget, setup.solver_options());
         const Report& r = sol.report;
         rows.push_back({{"device", d.id},
@@ -117,6 +120,7 @@ int run_sweep(const Args& args) {
                         {"peak_bytes", r.peak_bytes},
                         {"min_peak_bytes", sol.min_peak_bytes},
                         {"budget_bytes", budget},
+                        {"headroom_bytes", setup.headroom_bytes(d)},
                         {"recompute_overhead", r.recompute_overhead()},
                         {"step_time_s", r.step_time_s}});
         table += table_row({d.id, std::to_string(batch), std::to_string(rollout), sol.feasible ? "yes" : "no",

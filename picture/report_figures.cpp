@@ -39,7 +39,8 @@ std::vector<ParetoPoint> judged_frontier(const CostGraph& graph, const Device& d
 }  // namespace
 
 ReportFigures gather_figures(const CostGraph& graph, const Device& device, std::int64_t budget_bytes,
-                             const Plan& plan, std::string plan_origin, const SolverOptions& options) {
+                             const Plan& plan, std::string plan_origin, const SolverOptions& options,
+                             const CatalogBudget& catalog_budget) {
   const int steps = 3 + static_cast<int>(device_catalog().size());
   ReportFigures f;
   f.model_name = graph.model().name;
@@ -74,7 +75,8 @@ ReportFigures gather_figures(const CostGraph& graph, const Device& device, std::
   int step = 4;
   for (const Device& d : device_catalog()) {
     report_progress(fmt::format("catalog: {}", d.id), step++, steps);
-    f.catalog.push_back({d, fits(graph, d, d.memory_bytes, options), d.id == device.id});
+    const std::int64_t budget = catalog_budget ? catalog_budget(d) : d.memory_bytes;
+    f.catalog.push_back({d, fits(graph, d, budget, options), d.id == device.id});
   }
   return f;
 }

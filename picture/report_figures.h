@@ -5,6 +5,7 @@
 // with what was computed.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -57,8 +58,14 @@ struct ReportFigures {
   std::vector<CatalogEntry> catalog;
 };
 
+// How much of a catalog device's memory a plan may use (its memory less the
+// headroom `actmem fit` keeps free).
+using CatalogBudget = std::function<std::int64_t(const Device&)>;
+
 // Runs everything the report shows. Reports progress steps (actmem/progress.h).
+// Catalog devices are judged against `catalog_budget` (default: all their memory).
 ReportFigures gather_figures(const CostGraph& graph, const Device& device, std::int64_t budget_bytes,
-                             const Plan& plan, std::string plan_origin, const SolverOptions& options);
+                             const Plan& plan, std::string plan_origin, const SolverOptions& options,
+                             const CatalogBudget& catalog_budget = {});
 
 }  // namespace actmem::picture
