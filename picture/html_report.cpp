@@ -117,7 +117,8 @@ nlohmann::json figures_json(const ReportFigures& f) {
     const FitAnswer& a = e.answer;
     catalog.push_back({{"device", e.device.id}, {"batch", f.run.batch}, {"rollout", f.run.rollout},
                        {"fits", a.fits}, {"peak_bytes", a.peak_bytes}, {"min_peak_bytes", a.min_peak_bytes},
-                       {"budget_bytes", a.budget_bytes}, {"recompute_overhead", a.report.recompute_overhead()},
+                       {"budget_bytes", a.budget_bytes}, {"headroom_bytes", e.device.memory_bytes - a.budget_bytes},
+                       {"recompute_overhead", a.report.recompute_overhead()},
                        {"step_time_s", a.report.step_time_s}});
   }
   return {{"simulate", simulate}, {"marks", marks}, {"frontier", frontier}, {"catalog", catalog},
