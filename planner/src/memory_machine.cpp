@@ -28,7 +28,7 @@ void TensorState::reset(const std::vector<TensorId>& tensors, bool first_paramet
 
 MemoryMachine::MemoryMachine(const CostGraph& graph, TensorState* shared)
     : g_(graph),
-      profile_(memory_profile(graph.run().framework, graph.run().dtype)),
+      profile_(memory_profile(graph.run().framework, graph.run().dtype, graph.model().implementation)),
       own_(shared ? TensorState{} : TensorState(graph.tensors().size(), true)),
       current_(shared ? shared->current : own_.current),
       grad_(shared ? shared->grad : own_.grad),
