@@ -85,3 +85,13 @@ def test_measure_trainer_refuses_an_unknown_setting():
                           capture_output=True, text=True)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1] == "actmem: error: anemoi: unknown anemoi settings: no_such_knob"
+
+
+def test_actmem_simulates_the_trainers_own_implementation():
+    """The description given to actmem names the trainer's op sequence, and PhysicsNeMo's concat_trick."""
+    sizes = {"name": "m", "latent_size": 48}
+    pn = {"trainer": "physicsnemo", "settings": {"concat_trick": True}, "description": sizes}
+    assert validate.description(pn) == dict(sizes, implementation="physicsnemo", concat_trick=True)
+    an = {"trainer": "anemoi", "settings": {}, "description": sizes}
+    assert validate.description(an) == dict(sizes, implementation="anemoi")
+    assert sizes == {"name": "m", "latent_size": 48}  # the stored measurement is left as it was
