@@ -236,7 +236,7 @@ class GraphCastBuilder {
     op.forward_flops = forward_flops;
     op.backward_flops = backward_flops;
     op.edge_update = in_edge_update_;
-    b_.add_op(std::move(op));
+    last_op_ = b_.add_op(std::move(op));
   }
 
   // x → [linear → silu] × hidden → linear → (layer_norm). Returns the output.
@@ -416,12 +416,13 @@ class GraphCastBuilder {
     TensorId v_grid = embedded.grid, v_mesh = embedded.mesh;
     const bool float32_sum = run_.framework == Framework::jax && run_.dtype != DType::float32;
     // The updated grid2mesh edges are discarded.
-    const TensorId agg_mesh = message_passing(embedded.edges, v_grid, v_mesh, g2m_, m_.mesh_nodes, enc_edge_mlp_,
-                                              edge_residual_before_aggregation(EdgeSet::grid2mesh), float32_sum)
-                                  .second;
+    const auto [g2m_messages, agg_mesh] =
+        message_passing(embedded.edges, v_grid, v_mesh, g2m_, m_.mesh_nodes, enc_edge_mlp_,
+                        edge_residual_before_aggregation(EdgeSet::grid2mesh), float32_sum);
     const TensorId mesh_update = mlp("mesh_node_mlp", concat("mesh_node_input", {v_mesh, agg_mesh}), enc_mesh_mlp_);
     v_mesh = add("mesh_node_residual", v_mesh, mesh_update);
     v_grid = encoder_grid_node_update(v_grid);
+    hold_in_function_scope({g2m_messages});  // PhysicsNeMo: MeshGraphEncoder.forward's efeat
 
     stage_ = 1;
     TensorId e_mesh = mlp("edge_embed", in.mesh_edges, mesh_edge_embed_, m_.mesh_edges * run_.batch);
@@ -439,12 +440,26 @@ class GraphCastBuilder {
 
     stage_ = static_cast<int>(2 + m_.processor_steps);
     const TensorId e_m2g = mlp("edge_embed", in.m2g, dec_edge_embed_, m_.mesh2grid_edges * run_.batch);
-    const TensorId agg_grid = message_passing(e_m2g, v_mesh, v_grid, m2g_, m_.grid_nodes, dec_edge_mlp_,
-                                              edge_residual_before_aggregation(EdgeSet::mesh2grid), false)
-                                  .second;
+    const auto [m2g_messages, agg_grid] = message_passing(e_m2g, v_mesh, v_grid, m2g_, m_.grid_nodes, dec_edge_mlp_,
+                                                          edge_residual_before_aggregation(EdgeSet::mesh2grid), false);
     const TensorId g_update = mlp("grid_node_mlp", concat("grid_node_input", {v_grid, agg_grid}), dec_grid_mlp_);
     v_grid = add("grid_node_residual", v_grid, g_update);
-    return mlp("output_mlp", v_grid, dec_output_mlp_);
+    hold_in_function_scope({m2g_messages});  // PhysicsNeMo: MeshGraphDecoder.forward's efeat
+    const TensorId prediction = mlp("output_mlp", v_grid, dec_output_mlp_);
+    hold_in_function_scope({e_m2g});  // PhysicsNeMo: decoder_forward's m2g_efeat_embedded
+    return prediction;
+  }
+
+  // PhysicsNeMo's functions keep their intermediate tensors in local names
+  // until they return (docs/validation-trainers.md §5, pinned in its per-op
+  // timeline): where such a function returns with the op just emitted, its
+  // names let go of `tensors` there (Op::releases_held). Only the holds
+  // inside one stage are modelled: MeshGraphEncoder's and MeshGraphDecoder's
+  // edge outputs, decoder_forward's decoder edge embedding. The other
+  // implementations' holds are not measured: nothing is held.
+  void hold_in_function_scope(std::initializer_list<TensorId> tensors) {
+    if (m_.implementation != Implementation::physicsnemo) return;
+    for (TensorId t : tensors) b_.hold_until(last_op_, t);
   }
 
   const ModelDescription& m_;
@@ -454,6 +469,7 @@ class GraphCastBuilder {
   int stage_ = 0;
   int step_ = 0;
   bool in_edge_update_ = false;
+  OpId last_op_ = -1;
   Edges g2m_{}, mesh_{}, m2g_{};
   MlpParameters enc_grid_embed_, enc_mesh_embed_, enc_edge_embed_, enc_edge_mlp_, enc_mesh_mlp_, enc_grid_mlp_;
   MlpParameters mesh_edge_embed_, dec_edge_embed_, dec_edge_mlp_, dec_grid_mlp_, dec_unused_mesh_mlp_, dec_output_mlp_;

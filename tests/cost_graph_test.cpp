@@ -190,3 +190,44 @@ TEST_SUITE("cost graph") {
     CHECK_FALSE(g.ops()[to + 1].edge_update);
   }
 }
+
+TEST_SUITE("cost graph") {
+  TEST_CASE("cost graph: PhysicsNeMo's function scopes hold their edge tensors to the function's last op") {
+    const CostGraph g = CostGraph::build(testing::tiny_model(2, Implementation::physicsnemo), RunOptions{});
+    auto held_by = [&](const std::string& op) {
+      std::vector<std::string> names;
+      for (TensorId t : find_op(g, op)->releases_held) names.push_back(g.tensor(t).name);
+      return names;
+    };
+    CHECK(held_by("encoder.grid_node_residual") == std::vector<std::string>{"encoder.edge_mlp.layer_norm"});
+    CHECK(held_by("decoder.grid_node_residual") == std::vector<std::string>{"decoder.edge_mlp.layer_norm"});
+    CHECK(held_by("decoder.output_mlp.linear1") == std::vector<std::string>{"decoder.edge_embed.layer_norm"});
+    for (const testing::ImplementationCase& c : testing::kImplementationCases) {
+      if (c.implementation == Implementation::physicsnemo) continue;
+      CAPTURE(c.name);
+      for (const Op& op : CostGraph::build(testing::tiny_model(2, c), RunOptions{}).ops()) CHECK(op.releases_held.empty());
+    }
+  }
+
+  TEST_CASE("cost graph: a hold outside its tensor's stage is refused as a builder bug") {
+    CostGraphBuilder b(testing::tiny_model(1), RunOptions{}, {"a", "b"});
+    const TensorId x = b.add_tensor({"x", 4, 4, 4, TensorRole::input, false});
+    const TensorId y = b.add_tensor({"y", 4, 4, 4, TensorRole::activation, true});
+    const TensorId z = b.add_tensor({"z", 4, 4, 4, TensorRole::activation, true});
+    Op first;
+    first.kind = OpKind::silu;
+    first.name = "a.silu";
+    first.inputs = {x};
+    first.outputs = {y};
+    b.add_op(first);
+    Op second = first;
+    second.name = "b.silu";
+    second.stage = 1;
+    second.inputs = {y};
+    second.outputs = {z};
+    const OpId at = b.add_op(second);
+    b.hold_until(at, y);  // made in stage a, held to stage b
+    CHECK_THROWS_WITH_AS(b.finish(), doctest::Contains("op b.silu holds y, not made earlier in its stage"),
+                         std::logic_error);
+  }
+}
