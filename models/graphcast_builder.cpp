@@ -209,7 +209,8 @@ class GraphCastBuilder {
     enc_edge_mlp_ = edge_mlp_parameters("encoder.edge_mlp");
     enc_mesh_mlp_ = mlp_parameters("encoder.mesh_node_mlp", 2 * L, L, true);
     // anemoi's encoder updates its grid nodes with the mesh nodes' MLP.
-    if (m_.implementation != Implementation::anemoi) enc_grid_mlp_ = mlp_parameters("encoder.grid_node_mlp", L, L, true);
+    if (m_.implementation != Implementation::anemoi)
+      enc_grid_mlp_ = mlp_parameters("encoder.grid_node_mlp", L, L, true);
     mesh_edge_embed_ = mlp_parameters("mesh_edge_embed", m_.edge_features, L, true);
     for (std::int64_t k = 0; k < m_.processor_steps; ++k) {
       proc_edge_mlp_.push_back(edge_mlp_parameters(fmt::format("processor.{}.edge_mlp", k)));

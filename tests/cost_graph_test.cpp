@@ -205,7 +205,8 @@ TEST_SUITE("cost graph") {
     for (const testing::ImplementationCase& c : testing::kImplementationCases) {
       if (c.implementation == Implementation::physicsnemo) continue;
       CAPTURE(c.name);
-      for (const Op& op : CostGraph::build(testing::tiny_model(2, c), RunOptions{}).ops()) CHECK(op.releases_held.empty());
+      for (const Op& op : CostGraph::build(testing::tiny_model(2, c), RunOptions{}).ops())
+        CHECK(op.releases_held.empty());
     }
   }
 

@@ -176,7 +176,8 @@ TEST_SUITE("model") {
         {"concat_trick on anemoi", "anemoi", true,
          "tiny.json: /concat_trick: concat_trick is PhysicsNeMo's knob: expected implementation \"physicsnemo\" with "
          "it, got \"anemoi\""},
-        {"concat_trick not a boolean", "physicsnemo", "yes", "tiny.json: /concat_trick: expected true or false, got \"yes\""},
+        {"concat_trick not a boolean", "physicsnemo", "yes",
+         "tiny.json: /concat_trick: expected true or false, got \"yes\""},
     };
     for (const Case& c : cases) {
       CAPTURE(c.name);

@@ -178,7 +178,8 @@ void MemoryMachine::count_uses(const std::vector<Item>& items, std::int64_t repe
       }
       // A hold is one more use (never inside blocks: Op::releases_held).
       for (TensorId t : g_.op(item.op).releases_held)
-        if (produced_in_[static_cast<std::size_t>(t)] == context_) uses_[static_cast<std::size_t>(t)] += static_cast<int>(repeat);
+        if (produced_in_[static_cast<std::size_t>(t)] == context_)
+          uses_[static_cast<std::size_t>(t)] += static_cast<int>(repeat);
     } else if (item.kind == Item::Kind::blocks) {
       for (TensorId t : item.internal) block_internal_[static_cast<std::size_t>(t)] = 1;
       block_output_[static_cast<std::size_t>(item.output)] = 1;

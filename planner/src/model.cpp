@@ -23,7 +23,8 @@ namespace {
 const std::vector<std::string> kPresets{"graphcast", "graphcast-small", "graphcast-operational"};
 
 const std::vector<std::string> kFields{
-    "name", "description", "architecture", "implementation", "concat_trick", "resolution_deg", "mesh_level", "radius_query_fraction",
+    "name", "description", "architecture", "implementation", "concat_trick", "resolution_deg", "mesh_level",
+    "radius_query_fraction",
     "grid_nodes", "mesh_nodes", "grid2mesh_edges", "mesh_edges", "mesh2grid_edges",
     "latent_size", "mlp_hidden_layers", "processor_steps", "grid_input_features",
     "mesh_input_features", "edge_features", "output_features", "fingerprint", "parameter_count"};

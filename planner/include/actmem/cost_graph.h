@@ -147,7 +147,9 @@ class CostGraphBuilder {
   TensorId add_tensor(Tensor tensor);
   OpId add_op(Op op);
   // One more hold (Op::releases_held) let go after op `at`.
-  void hold_until(OpId at, TensorId tensor) { graph_.ops_[static_cast<std::size_t>(at)].releases_held.push_back(tensor); }
+  void hold_until(OpId at, TensorId tensor) {
+    graph_.ops_[static_cast<std::size_t>(at)].releases_held.push_back(tensor);
+  }
   const Tensor& tensor(TensorId id) const { return graph_.tensor(id); }
 
   CostGraph finish();
