@@ -16,8 +16,17 @@ grep -q 'catalog devices that fit:' "$work/nofit.txt" || fail "nofit lists no de
 
 # plan: every plan written validates against the schema and re-simulates to
 # exactly its predicted figures.
+# PhysicsNeMo's implementation with its concat_trick: the fields are in the
+# plan file's model, its fingerprint and the schema.
+cat >"$work/physicsnemo.json" <<'JSON'
+{"name": "tiny-physicsnemo", "architecture": "graphcast", "implementation": "physicsnemo", "concat_trick": true,
+ "grid_nodes": 2000, "mesh_nodes": 500, "grid2mesh_edges": 3000, "mesh_edges": 3000, "mesh2grid_edges": 6000,
+ "latent_size": 64, "mlp_hidden_layers": 1, "processor_steps": 4, "grid_input_features": 20,
+ "mesh_input_features": 20, "edge_features": 4, "output_features": 10}
+JSON
 i=0
-for args in "--model graphcast --device tpu-v4" \
+for args in "--model $work/physicsnemo.json --device a100-80gb --framework pytorch --budget 1.05GiB" \
+            "--model graphcast --device tpu-v4" \
             "--model graphcast-small --device rtx4090-24gb --framework pytorch" \
             "--model graphcast-operational --device h100-80gb --rollout 4" \
             "--model graphcast-small --device v100-16gb --dtype float32 --batch 2" \
@@ -39,6 +48,8 @@ for key, value in plan["predicted"].items():
 PY
 done
 [ -z "$(ls -A "$work" | grep '^\.plan')" ] || fail "temporary plan files left behind"
+grep -q '"concat_trick": true' "$work/plan1.json" && grep -q '"implementation": "physicsnemo"' "$work/plan1.json" ||
+  fail "the PhysicsNeMo plan file lost its implementation"
 
 # --nested-regions widens the plan space: it needs less memory (3.69 GiB
 # against 3.79 GiB), and the plan at 3.74 GiB above has inner regions.
