@@ -10,6 +10,13 @@
 //   node update  v' = MLP(cat[v, agg]);  v = v + v';  e = e + e' (processor)
 // Tensors are [rows, cols] with rows = nodes or edges times batch; index
 // arrays are shared by the batch.
+//
+// The model's implementation (model.h) picks the pieces where the trainers'
+// codes differ (docs/cost-model.md §1, implementation rows), one function
+// each: where the edge residual is added (edge_residual_before_aggregation),
+// the edge MLP's input (edge_update_concat / edge_update_concat_trick), the
+// encoder's embedding order (encoder_embeddings) and its grid-node update
+// (encoder_grid_node_update). What each op keeps is the memory profile's.
 #include <fmt/format.h>
 
 #include "actmem/cost_graph.h"
@@ -132,8 +139,11 @@ class GraphCastBuilder {
     return next;
   }
   // Weights of one MLP: per layer {weight, bias}, then optional LayerNorm {scale, offset}.
+  // concat_trick: the first layer's weight split per input of the
+  // concatenation it replaces (layers[0]'s weight is then -1).
   struct MlpParameters {
     std::vector<std::pair<TensorId, TensorId>> layers;
+    std::vector<TensorId> first_layer_parts;
     TensorId ln_scale = -1, ln_offset = -1;
   };
 
@@ -158,21 +168,34 @@ class GraphCastBuilder {
   double rows_cols(TensorId t) const { return static_cast<double>(tensor(t).rows * tensor(t).cols); }
   const Tensor& tensor(TensorId t) const { return b_.tensor(t); }
 
-  MlpParameters mlp_parameters(const std::string& name, std::int64_t in, std::int64_t out, bool layer_norm) {
+  // `split_first`: the first layer's weight as one [L, L] part per input of
+  // a 3L-wide concatenation (concat_trick), the bias kept whole.
+  MlpParameters mlp_parameters(const std::string& name, std::int64_t in, std::int64_t out, bool layer_norm,
+                               bool split_first = false) {
     MlpParameters p;
     const std::int64_t L = m_.latent_size;
     std::int64_t width = in;
     for (std::int64_t layer = 0; layer <= m_.mlp_hidden_layers; ++layer) {
       const std::int64_t next = layer == m_.mlp_hidden_layers ? out : L;
-      p.layers.emplace_back(parameter(fmt::format("{}.linear{}.weight", name, layer), width, next),
-                            parameter(fmt::format("{}.linear{}.bias", name, layer), 1, next));
+      const TensorId weight = layer == 0 && split_first
+                                  ? -1
+                                  : parameter(fmt::format("{}.linear{}.weight", name, layer), width, next);
+      p.layers.emplace_back(weight, parameter(fmt::format("{}.linear{}.bias", name, layer), 1, next));
       width = next;
     }
+    if (p.layers.front().first < 0)
+      for (const char* part : {"edges", "senders", "receivers"})
+        p.first_layer_parts.push_back(parameter(fmt::format("{}.linear0.weight_{}", name, part), L, L));
     if (layer_norm) {
       p.ln_scale = parameter(name + ".layer_norm.scale", 1, out);
       p.ln_offset = parameter(name + ".layer_norm.offset", 1, out);
     }
     return p;
+  }
+  // An edge MLP (input cat[e, v_s, v_r]); PhysicsNeMo's concat_trick splits
+  // its first layer per input.
+  MlpParameters edge_mlp_parameters(const std::string& name) {
+    return mlp_parameters(name, 3 * m_.latent_size, m_.latent_size, true, m_.concat_trick);
   }
   TensorId parameter(const std::string& name, std::int64_t rows, std::int64_t cols) {
     return b_.add_tensor({name, rows, cols, 4, TensorRole::parameter, true});
@@ -183,19 +206,22 @@ class GraphCastBuilder {
     enc_grid_embed_ = mlp_parameters("encoder.grid_node_embed", m_.grid_input_features, L, true);
     enc_mesh_embed_ = mlp_parameters("encoder.mesh_node_embed", m_.mesh_input_features, L, true);
     enc_edge_embed_ = mlp_parameters("encoder.edge_embed", m_.edge_features, L, true);
-    enc_edge_mlp_ = mlp_parameters("encoder.edge_mlp", 3 * L, L, true);
+    enc_edge_mlp_ = edge_mlp_parameters("encoder.edge_mlp");
     enc_mesh_mlp_ = mlp_parameters("encoder.mesh_node_mlp", 2 * L, L, true);
-    enc_grid_mlp_ = mlp_parameters("encoder.grid_node_mlp", L, L, true);
+    // anemoi's encoder updates its grid nodes with the mesh nodes' MLP.
+    if (m_.implementation != Implementation::anemoi)
+      enc_grid_mlp_ = mlp_parameters("encoder.grid_node_mlp", L, L, true);
     mesh_edge_embed_ = mlp_parameters("mesh_edge_embed", m_.edge_features, L, true);
     for (std::int64_t k = 0; k < m_.processor_steps; ++k) {
-      proc_edge_mlp_.push_back(mlp_parameters(fmt::format("processor.{}.edge_mlp", k), 3 * L, L, true));
+      proc_edge_mlp_.push_back(edge_mlp_parameters(fmt::format("processor.{}.edge_mlp", k)));
       proc_node_mlp_.push_back(mlp_parameters(fmt::format("processor.{}.node_mlp", k), 2 * L, L, true));
     }
     dec_edge_embed_ = mlp_parameters("decoder.edge_embed", m_.edge_features, L, true);
-    dec_edge_mlp_ = mlp_parameters("decoder.edge_mlp", 3 * L, L, true);
+    dec_edge_mlp_ = edge_mlp_parameters("decoder.edge_mlp");
     dec_grid_mlp_ = mlp_parameters("decoder.grid_node_mlp", 2 * L, L, true);
     // Built by DeepMind's code, output discarded: parameters only, no ops.
-    dec_unused_mesh_mlp_ = mlp_parameters("decoder.mesh_node_mlp_unused", L, L, true);
+    if (m_.implementation == Implementation::deepmind)
+      dec_unused_mesh_mlp_ = mlp_parameters("decoder.mesh_node_mlp_unused", L, L, true);
     dec_output_mlp_ = mlp_parameters("decoder.output_mlp", L, m_.output_features, false);
   }
 
@@ -211,7 +237,7 @@ class GraphCastBuilder {
     op.forward_flops = forward_flops;
     op.backward_flops = backward_flops;
     op.edge_update = in_edge_update_;
-    b_.add_op(std::move(op));
+    last_op_ = b_.add_op(std::move(op));
   }
 
   // x → [linear → silu] × hidden → linear → (layer_norm). Returns the output.
@@ -219,19 +245,30 @@ class GraphCastBuilder {
   // inside the first linear); default x's.
   TensorId mlp(const std::string& name, TensorId x, const MlpParameters& p, std::int64_t rows = -1) {
     if (rows < 0) rows = tensor(x).rows;
-    TensorId h = x;
-    for (std::size_t layer = 0; layer < p.layers.size(); ++layer) {
+    const auto [w, bias] = p.layers.front();
+    return mlp_after_first_linear(name, linear(name + ".linear0", x, w, bias, rows), p);
+  }
+
+  // x·Wᵀ (+ b when bias ≥ 0) on `rows` rows.
+  TensorId linear(const std::string& name, TensorId x, TensorId w, TensorId bias, std::int64_t rows) {
+    const std::int64_t in = tensor(w).rows, out = tensor(w).cols;
+    const TensorId y = activation(name, rows, out, act_bytes_);
+    const double mm = 2.0 * static_cast<double>(rows) * static_cast<double>(in) * static_cast<double>(out);
+    std::vector<TensorId> inputs{x, w};
+    if (bias >= 0) inputs.push_back(bias);
+    emit(OpKind::linear, name, std::move(inputs), {y}, mm, 2.0 * mm);
+    return y;
+  }
+
+  // The rest of an MLP, from its first linear's output h: [silu → linear]
+  // for each further layer, then the LayerNorm if it has one.
+  TensorId mlp_after_first_linear(const std::string& name, TensorId h, const MlpParameters& p) {
+    const std::int64_t rows = tensor(h).rows;
+    for (std::size_t layer = 1; layer < p.layers.size(); ++layer) {
+      const TensorId s = activation(fmt::format("{}.silu{}", name, layer - 1), rows, tensor(h).cols, act_bytes_);
+      emit(OpKind::silu, fmt::format("{}.silu{}", name, layer - 1), {h}, {s}, 4.0 * rows_cols(h), 8.0 * rows_cols(h));
       const auto [w, bias] = p.layers[layer];
-      const std::int64_t in = tensor(w).rows, out = tensor(w).cols;
-      const TensorId y = activation(fmt::format("{}.linear{}", name, layer), rows, out, act_bytes_);
-      const double mm = 2.0 * static_cast<double>(rows) * static_cast<double>(in) * static_cast<double>(out);
-      emit(OpKind::linear, fmt::format("{}.linear{}", name, layer), {h, w, bias}, {y}, mm, 2.0 * mm);
-      h = y;
-      if (layer + 1 < p.layers.size()) {
-        const TensorId s = activation(fmt::format("{}.silu{}", name, layer), rows, out, act_bytes_);
-        emit(OpKind::silu, fmt::format("{}.silu{}", name, layer), {h}, {s}, 4.0 * rows_cols(h), 8.0 * rows_cols(h));
-        h = s;
-      }
+      h = linear(fmt::format("{}.linear{}", name, layer), s, w, bias, rows);
     }
     if (p.ln_scale < 0) return h;
     const TensorId y = activation(name + ".layer_norm", rows, tensor(h).cols, act_bytes_);
@@ -266,66 +303,164 @@ class GraphCastBuilder {
     return out;
   }
 
-  // The edge update (blockable) then the sum of updated edges per receiver.
-  // Returns {updated edges e', aggregated messages}.
+  // One message passing: the edge update (blockable), optionally the edge
+  // residual, then the sum of the edges per receiver. Returns {the edge
+  // latent it leaves (e' without residual, e + e' with), aggregated messages}.
   std::pair<TensorId, TensorId> message_passing(TensorId edges, TensorId senders_from, TensorId receivers_from,
                                                 const Edges& graph, std::int64_t receiver_nodes,
-                                                const MlpParameters& edge_mlp, bool float32_sum) {
+                                                const MlpParameters& edge_mlp, bool residual, bool float32_sum) {
+    const TensorId updated = m_.concat_trick
+                                 ? edge_update_concat_trick(edges, senders_from, receivers_from, graph, edge_mlp)
+                                 : edge_update_concat(edges, senders_from, receivers_from, graph, edge_mlp);
+    const TensorId messages = residual ? add("edge_residual", edges, updated) : updated;
+    return {messages, aggregate(messages, graph, receiver_nodes, float32_sum)};
+  }
+
+  // e' = MLP(cat[e, v_s[senders], v_r[receivers]]).
+  TensorId edge_update_concat(TensorId edges, TensorId senders_from, TensorId receivers_from, const Edges& graph,
+                              const MlpParameters& edge_mlp) {
     in_edge_update_ = true;
     const TensorId sent = gather("gather_senders", senders_from, graph.senders);
     const TensorId received = gather("gather_receivers", receivers_from, graph.receivers);
     const TensorId edge_input = concat("edge_input", {edges, sent, received});
     const TensorId updated = mlp("edge_mlp", edge_input, edge_mlp);
     in_edge_update_ = false;
+    return updated;
+  }
+
+  // PhysicsNeMo's concat_trick (MeshGraphEdgeMLPSum): the first layer per
+  // input, the node parts projected on the nodes, then gathered, and the
+  // three summed per edge (sum_edge_node_feat, run eagerly: the gathered
+  // terms are temporaries); then the rest of the MLP. The linears keep e and
+  // the node latents instead of the [E, 3L] concatenation. The node
+  // projections run before the edge one (PhysicsNeMo: after it) so that the
+  // edge update stays one contiguous, blockable run.
+  TensorId edge_update_concat_trick(TensorId edges, TensorId senders_from, TensorId receivers_from,
+                                    const Edges& graph, const MlpParameters& edge_mlp) {
+    const std::vector<TensorId>& w = edge_mlp.first_layer_parts;
+    const TensorId bias = edge_mlp.layers.front().second;
+    const TensorId sender_part = linear("edge_mlp.linear0_senders", senders_from, w[1], -1, tensor(senders_from).rows);
+    const TensorId receiver_part =
+        linear("edge_mlp.linear0_receivers", receivers_from, w[2], bias, tensor(receivers_from).rows);
+    in_edge_update_ = true;
+    const TensorId edge_part = linear("edge_mlp.linear0_edges", edges, w[0], -1, tensor(edges).rows);
+    const TensorId with_senders =
+        add("edge_mlp.sum_senders", edge_part, gather("gather_senders", sender_part, graph.senders));
+    const TensorId summed =
+        add("edge_mlp.sum_receivers", with_senders, gather("gather_receivers", receiver_part, graph.receivers));
+    const TensorId updated = mlp_after_first_linear("edge_mlp", summed, edge_mlp);
+    in_edge_update_ = false;
+    return updated;
+  }
+
+  // agg = the sum of `messages` per receiver, into zeros (the memory
+  // profile says what the implementation's op keeps).
+  TensorId aggregate(TensorId messages, const Edges& graph, std::int64_t receiver_nodes, bool float32_sum) {
     const int sum_bytes = float32_sum ? 4 : act_bytes_;
     const TensorId zeros = b_.add_tensor({prefix() + ".aggregate_zeros", receiver_nodes * run_.batch, m_.latent_size,
                                           sum_bytes, TensorRole::activation, false});
     emit(OpKind::zeros, "aggregate_zeros", {}, {zeros}, 0, 0);
-    const TensorId aggregated =
-        activation("aggregate", receiver_nodes * run_.batch, m_.latent_size, sum_bytes);
-    emit(OpKind::scatter_add, "aggregate", {zeros, graph.receivers, updated}, {aggregated}, rows_cols(updated),
-         rows_cols(updated));
-    return {updated, aggregated};
+    const TensorId aggregated = activation("aggregate", receiver_nodes * run_.batch, m_.latent_size, sum_bytes);
+    emit(OpKind::scatter_add, "aggregate", {zeros, graph.receivers, messages}, {aggregated}, rows_cols(messages),
+         rows_cols(messages));
+    return aggregated;
+  }
+
+  // Where each implementation adds e' to the edge latent e. DeepMind: in the
+  // processor only, after the node update (the aggregation reads e').
+  // PhysicsNeMo: in the processor only, before aggregating (MeshEdgeBlock:
+  // efeat_new = edge_mlp(...) + efeat, which MeshNodeBlock aggregates).
+  // anemoi: in every message passing, before aggregating (GraphConv.message:
+  // edge_mlp(...) + edge_attr).
+  enum class EdgeSet { grid2mesh, mesh, mesh2grid };
+  bool edge_residual_before_aggregation(EdgeSet set) const {
+    switch (m_.implementation) {
+      case Implementation::deepmind: return false;
+      case Implementation::physicsnemo: return set == EdgeSet::mesh;
+      case Implementation::anemoi: return true;
+    }
+    return false;
+  }
+
+  // The encoder's embeddings, in the implementation's order: anemoi's
+  // forward mapper embeds its edges before its nodes (emb_edges, then
+  // pre_process); the others embed grid nodes, mesh nodes, then edges.
+  struct Embedded {
+    TensorId grid, mesh, edges;
+  };
+  Embedded encoder_embeddings(TensorId grid_features, const StepInputs& in) {
+    Embedded e{};
+    auto edges = [&] { e.edges = mlp("edge_embed", in.g2m, enc_edge_embed_, m_.grid2mesh_edges * run_.batch); };
+    if (m_.implementation == Implementation::anemoi) edges();
+    e.grid = mlp("grid_node_embed", grid_features, enc_grid_embed_);
+    e.mesh = mlp("mesh_node_embed", in.mesh, enc_mesh_embed_, m_.mesh_nodes * run_.batch);
+    if (m_.implementation != Implementation::anemoi) edges();
+    return e;
+  }
+
+  // The encoder's grid-node update v_g + MLP(…): a grid-node MLP on v_g
+  // (DeepMind, PhysicsNeMo), or anemoi's mapper block updating its source
+  // nodes with the destination nodes' MLP, node_mlp(cat[v_g, v_g]).
+  TensorId encoder_grid_node_update(TensorId v_grid) {
+    const TensorId update = m_.implementation == Implementation::anemoi
+                                ? mlp("grid_node_mlp", concat("grid_node_input", {v_grid, v_grid}), enc_mesh_mlp_)
+                                : mlp("grid_node_mlp", v_grid, enc_grid_mlp_);
+    return add("grid_node_residual", v_grid, update);
   }
 
   TensorId network(const std::vector<TensorId>& grid_parts, const StepInputs& in) {
-    // encoder: embedders, grid2mesh message passing, grid-node update.
+    // encoder: embedders, grid2mesh message passing, node updates.
     stage_ = 0;
     const TensorId grid_features =
         grid_parts.size() == 1 ? grid_parts.front() : concat("grid_input", grid_parts, m_.grid_input_features);
-    TensorId v_grid = mlp("grid_node_embed", grid_features, enc_grid_embed_);
-    TensorId v_mesh = mlp("mesh_node_embed", in.mesh, enc_mesh_embed_, m_.mesh_nodes * run_.batch);
-    const TensorId e_g2m = mlp("edge_embed", in.g2m, enc_edge_embed_, m_.grid2mesh_edges * run_.batch);
+    const Embedded embedded = encoder_embeddings(grid_features, in);
+    TensorId v_grid = embedded.grid, v_mesh = embedded.mesh;
     const bool float32_sum = run_.framework == Framework::jax && run_.dtype != DType::float32;
-    const auto [unused_edges, agg_mesh] =
-        message_passing(e_g2m, v_grid, v_mesh, g2m_, m_.mesh_nodes, enc_edge_mlp_, float32_sum);
-    (void)unused_edges;  // updated grid2mesh edges are discarded
+    // The updated grid2mesh edges are discarded.
+    const auto [g2m_messages, agg_mesh] =
+        message_passing(embedded.edges, v_grid, v_mesh, g2m_, m_.mesh_nodes, enc_edge_mlp_,
+                        edge_residual_before_aggregation(EdgeSet::grid2mesh), float32_sum);
     const TensorId mesh_update = mlp("mesh_node_mlp", concat("mesh_node_input", {v_mesh, agg_mesh}), enc_mesh_mlp_);
     v_mesh = add("mesh_node_residual", v_mesh, mesh_update);
-    const TensorId grid_update = mlp("grid_node_mlp", v_grid, enc_grid_mlp_);
-    v_grid = add("grid_node_residual", v_grid, grid_update);
+    v_grid = encoder_grid_node_update(v_grid);
+    hold_in_function_scope({g2m_messages});  // PhysicsNeMo: MeshGraphEncoder.forward's efeat
 
     stage_ = 1;
     TensorId e_mesh = mlp("edge_embed", in.mesh_edges, mesh_edge_embed_, m_.mesh_edges * run_.batch);
 
+    const bool residual_first = edge_residual_before_aggregation(EdgeSet::mesh);
     for (std::int64_t k = 0; k < m_.processor_steps; ++k) {
       stage_ = static_cast<int>(2 + k);
-      const auto [e_update, agg] =
-          message_passing(e_mesh, v_mesh, v_mesh, mesh_, m_.mesh_nodes, proc_edge_mlp_[static_cast<std::size_t>(k)], false);
-      const TensorId v_update =
-          mlp("node_mlp", concat("node_input", {v_mesh, agg}), proc_node_mlp_[static_cast<std::size_t>(k)]);
+      const auto k_ = static_cast<std::size_t>(k);
+      const auto [edges_out, agg] =
+          message_passing(e_mesh, v_mesh, v_mesh, mesh_, m_.mesh_nodes, proc_edge_mlp_[k_], residual_first, false);
+      const TensorId v_update = mlp("node_mlp", concat("node_input", {v_mesh, agg}), proc_node_mlp_[k_]);
       v_mesh = add("node_residual", v_mesh, v_update);
-      e_mesh = add("edge_residual", e_mesh, e_update);
+      e_mesh = residual_first ? edges_out : add("edge_residual", e_mesh, edges_out);
     }
 
     stage_ = static_cast<int>(2 + m_.processor_steps);
     const TensorId e_m2g = mlp("edge_embed", in.m2g, dec_edge_embed_, m_.mesh2grid_edges * run_.batch);
-    const auto [unused_m2g, agg_grid] =
-        message_passing(e_m2g, v_mesh, v_grid, m2g_, m_.grid_nodes, dec_edge_mlp_, false);
-    (void)unused_m2g;
+    const auto [m2g_messages, agg_grid] = message_passing(e_m2g, v_mesh, v_grid, m2g_, m_.grid_nodes, dec_edge_mlp_,
+                                                          edge_residual_before_aggregation(EdgeSet::mesh2grid), false);
     const TensorId g_update = mlp("grid_node_mlp", concat("grid_node_input", {v_grid, agg_grid}), dec_grid_mlp_);
     v_grid = add("grid_node_residual", v_grid, g_update);
-    return mlp("output_mlp", v_grid, dec_output_mlp_);
+    hold_in_function_scope({m2g_messages});  // PhysicsNeMo: MeshGraphDecoder.forward's efeat
+    const TensorId prediction = mlp("output_mlp", v_grid, dec_output_mlp_);
+    hold_in_function_scope({e_m2g});  // PhysicsNeMo: decoder_forward's m2g_efeat_embedded
+    return prediction;
+  }
+
+  // PhysicsNeMo's functions keep their intermediate tensors in local names
+  // until they return (docs/validation-trainers.md §5, pinned in its per-op
+  // timeline): where such a function returns with the op just emitted, its
+  // names let go of `tensors` there (Op::releases_held). Only the holds
+  // inside one stage are modelled: MeshGraphEncoder's and MeshGraphDecoder's
+  // edge outputs, decoder_forward's decoder edge embedding. The other
+  // implementations' holds are not measured: nothing is held.
+  void hold_in_function_scope(std::initializer_list<TensorId> tensors) {
+    if (m_.implementation != Implementation::physicsnemo) return;
+    for (TensorId t : tensors) b_.hold_until(last_op_, t);
   }
 
   const ModelDescription& m_;
@@ -335,6 +470,7 @@ class GraphCastBuilder {
   int stage_ = 0;
   int step_ = 0;
   bool in_edge_update_ = false;
+  OpId last_op_ = -1;
   Edges g2m_{}, mesh_{}, m2g_{};
   MlpParameters enc_grid_embed_, enc_mesh_embed_, enc_edge_embed_, enc_edge_mlp_, enc_mesh_mlp_, enc_grid_mlp_;
   MlpParameters mesh_edge_embed_, dec_edge_embed_, dec_edge_mlp_, dec_grid_mlp_, dec_unused_mesh_mlp_, dec_output_mlp_;

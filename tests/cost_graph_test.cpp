@@ -86,3 +86,149 @@ TEST_SUITE("cost graph") {
     }
   }
 }
+
+namespace {
+
+// The op of that name (step 0), or nullptr.
+const Op* find_op(const CostGraph& g, const std::string& name) {
+  for (const Op& op : g.ops())
+    if (op.name == name) return &op;
+  return nullptr;
+}
+
+std::size_t position(const CostGraph& g, const std::string& name) {
+  const Op* op = find_op(g, name);
+  REQUIRE_MESSAGE(op != nullptr, name);
+  return static_cast<std::size_t>(op - g.ops().data());
+}
+
+// The producer's name of the aggregation's source (input 2).
+std::string aggregated_source(const CostGraph& g, const std::string& stage) {
+  const Op* aggregate = find_op(g, stage + ".aggregate");
+  REQUIRE_MESSAGE(aggregate != nullptr, stage);
+  return g.op(g.producer(aggregate->inputs[2])).name;
+}
+
+}  // namespace
+
+TEST_SUITE("cost graph") {
+  TEST_CASE("cost graph: every implementation's parameters match its layer-structure count") {
+    for (const testing::ImplementationCase& c : testing::kImplementationCases) {
+      CAPTURE(c.name);
+      const ModelDescription m = testing::tiny_model(3, c);
+      CHECK(CostGraph::build(m, RunOptions{}).parameter_count() == parameter_count(m));
+    }
+  }
+
+  TEST_CASE("cost graph: DeepMind aggregates the edge MLP's output; its edge residual follows the node update") {
+    const CostGraph g = CostGraph::build(testing::tiny_model(2, Implementation::deepmind), RunOptions{});
+    CHECK(aggregated_source(g, "encoder") == "encoder.edge_mlp.layer_norm");
+    CHECK(aggregated_source(g, "processor.0") == "processor.0.edge_mlp.layer_norm");
+    CHECK(aggregated_source(g, "decoder") == "decoder.edge_mlp.layer_norm");
+    CHECK(position(g, "processor.0.edge_residual") > position(g, "processor.0.node_residual"));
+    CHECK(find_op(g, "encoder.edge_residual") == nullptr);
+    CHECK(position(g, "encoder.grid_node_embed.linear0") < position(g, "encoder.edge_embed.linear0"));
+    const Op& grid_mlp = *find_op(g, "encoder.grid_node_mlp.linear0");
+    CHECK(g.tensor(grid_mlp.inputs[0]).cols == 64);  // v_g [G, L]
+  }
+
+  TEST_CASE("cost graph: PhysicsNeMo aggregates the processor's edge latent after its residual, the mappers' without") {
+    const CostGraph g = CostGraph::build(testing::tiny_model(2, Implementation::physicsnemo), RunOptions{});
+    CHECK(aggregated_source(g, "processor.0") == "processor.0.edge_residual");
+    CHECK(position(g, "processor.0.edge_residual") < position(g, "processor.0.aggregate"));
+    CHECK(aggregated_source(g, "encoder") == "encoder.edge_mlp.layer_norm");
+    CHECK(aggregated_source(g, "decoder") == "decoder.edge_mlp.layer_norm");
+    CHECK(find_op(g, "encoder.edge_residual") == nullptr);
+    CHECK(find_op(g, "decoder.edge_residual") == nullptr);
+    // processor.1 reads processor.0's residual as its edge latent.
+    const Op& next = *find_op(g, "processor.1.edge_input");
+    CHECK(g.op(g.producer(next.inputs[0])).name == "processor.0.edge_residual");
+  }
+
+  TEST_CASE("cost graph: anemoi embeds edges first, adds every edge residual, updates grid nodes on cat[v, v]") {
+    const CostGraph g = CostGraph::build(testing::tiny_model(2, Implementation::anemoi), RunOptions{});
+    CHECK(position(g, "encoder.edge_embed.linear0") < position(g, "encoder.grid_node_embed.linear0"));
+    for (const char* stage : {"encoder", "processor.0", "decoder"}) {
+      CAPTURE(stage);
+      CHECK(aggregated_source(g, stage) == std::string(stage) + ".edge_residual");
+    }
+    const Op& input = *find_op(g, "encoder.grid_node_input");
+    REQUIRE(input.inputs.size() == 2);
+    CHECK(input.inputs[0] == input.inputs[1]);
+    CHECK(g.tensor(input.outputs[0]).rows == 2000);
+    CHECK(g.tensor(input.outputs[0]).cols == 128);  // [G, 2L]
+    const Op& first = *find_op(g, "encoder.grid_node_mlp.linear0");
+    CHECK(g.tensor(first.inputs[1]).name == "encoder.mesh_node_mlp.linear0.weight");  // the shared node_mlp
+  }
+
+  TEST_CASE("cost graph: concat_trick projects the nodes before gathering and never concatenates [E, 3L]") {
+    const CostGraph g = CostGraph::build(testing::tiny_model(2, Implementation::physicsnemo, true), RunOptions{});
+    for (const Op& op : g.ops()) {
+      CAPTURE(op.name);
+      if (op.kind == OpKind::concat) CHECK(g.tensor(op.outputs[0]).cols < 3 * 64);
+    }
+    // Decoder: senders are mesh nodes (500), receivers grid nodes (2000), 6000 edges.
+    const Op& senders = *find_op(g, "decoder.edge_mlp.linear0_senders");
+    CHECK(g.tensor(senders.inputs[0]).rows == 500);
+    CHECK(g.tensor(senders.outputs[0]).rows == 500);
+    CHECK(senders.inputs.size() == 2);  // no bias
+    const Op& receivers = *find_op(g, "decoder.edge_mlp.linear0_receivers");
+    CHECK(g.tensor(receivers.outputs[0]).rows == 2000);
+    CHECK(receivers.inputs.size() == 3);  // the bias, once
+    const Op& edges = *find_op(g, "decoder.edge_mlp.linear0_edges");
+    CHECK(g.tensor(edges.inputs[0]).rows == 6000);
+    CHECK(g.tensor(edges.inputs[0]).cols == 64);
+    CHECK_FALSE(senders.edge_update);
+    CHECK(edges.edge_update);
+    const Op& gathered = *find_op(g, "decoder.gather_senders");
+    CHECK(gathered.inputs[0] == senders.outputs[0]);
+    CHECK(g.tensor(gathered.outputs[0]).rows == 6000);
+    // The edge update stays one contiguous run, ending at the LayerNorm.
+    const std::size_t from = position(g, "decoder.edge_mlp.linear0_edges");
+    const std::size_t to = position(g, "decoder.edge_mlp.layer_norm");
+    for (std::size_t i = from; i <= to; ++i) CHECK(g.ops()[i].edge_update);
+    CHECK_FALSE(g.ops()[to + 1].edge_update);
+  }
+}
+
+TEST_SUITE("cost graph") {
+  TEST_CASE("cost graph: PhysicsNeMo's function scopes hold their edge tensors to the function's last op") {
+    const CostGraph g = CostGraph::build(testing::tiny_model(2, Implementation::physicsnemo), RunOptions{});
+    auto held_by = [&](const std::string& op) {
+      std::vector<std::string> names;
+      for (TensorId t : find_op(g, op)->releases_held) names.push_back(g.tensor(t).name);
+      return names;
+    };
+    CHECK(held_by("encoder.grid_node_residual") == std::vector<std::string>{"encoder.edge_mlp.layer_norm"});
+    CHECK(held_by("decoder.grid_node_residual") == std::vector<std::string>{"decoder.edge_mlp.layer_norm"});
+    CHECK(held_by("decoder.output_mlp.linear1") == std::vector<std::string>{"decoder.edge_embed.layer_norm"});
+    for (const testing::ImplementationCase& c : testing::kImplementationCases) {
+      if (c.implementation == Implementation::physicsnemo) continue;
+      CAPTURE(c.name);
+      for (const Op& op : CostGraph::build(testing::tiny_model(2, c), RunOptions{}).ops())
+        CHECK(op.releases_held.empty());
+    }
+  }
+
+  TEST_CASE("cost graph: a hold outside its tensor's stage is refused as a builder bug") {
+    CostGraphBuilder b(testing::tiny_model(1), RunOptions{}, {"a", "b"});
+    const TensorId x = b.add_tensor({"x", 4, 4, 4, TensorRole::input, false});
+    const TensorId y = b.add_tensor({"y", 4, 4, 4, TensorRole::activation, true});
+    const TensorId z = b.add_tensor({"z", 4, 4, 4, TensorRole::activation, true});
+    Op first;
+    first.kind = OpKind::silu;
+    first.name = "a.silu";
+    first.inputs = {x};
+    first.outputs = {y};
+    b.add_op(first);
+    Op second = first;
+    second.name = "b.silu";
+    second.stage = 1;
+    second.inputs = {y};
+    second.outputs = {z};
+    const OpId at = b.add_op(second);
+    b.hold_until(at, y);  // made in stage a, held to stage b
+    CHECK_THROWS_WITH_AS(b.finish(), doctest::Contains("op b.silu holds y, not made earlier in its stage"),
+                         std::logic_error);
+  }
+}

@@ -28,6 +28,15 @@ nlohmann::json exports_for(const CostGraph& g, const Plan& plan, std::int64_t bu
   return trainer_exports(g, d, budget, plan, simulate(g, d, budget, plan));
 }
 
+// The step as the export's trainer runs it: the model in the trainer's
+// implementation (the export names it; the plain plan exports run `g`).
+CostGraph trainer_graph(const CostGraph& g, const nlohmann::json& e) {
+  if (!e.contains("implementation")) return CostGraph::build(g.model(), g.run());
+  nlohmann::json model = to_json(g.model());
+  model["implementation"] = e.at("implementation");
+  return CostGraph::build(model_from_json(model, "export"), g.run());
+}
+
 Plan parse(const CostGraph& g, const nlohmann::json& plan) {
   return plan_from_json(plan, g.stages(), edges_per_stage(g), "export");
 }
@@ -38,7 +47,7 @@ Plan plan_of(const CostGraph& g, const char* text) { return parse(g, nlohmann::j
 }  // namespace
 
 TEST_SUITE("exports") {
-  TEST_CASE("every export's predicted is the simulation of the plan the trainer runs") {
+  TEST_CASE("every export's predicted is the simulation of the plan the trainer runs, on its own implementation") {
     for (std::int64_t rollout : {1, 3}) {
       const CostGraph g = graph(rollout);
       const Plan plan = builtin_plan("deepmind:4", g.stages(), edges_per_stage(g));
@@ -48,7 +57,8 @@ TEST_SUITE("exports") {
         CAPTURE(name);
         CAPTURE(rollout);
         const nlohmann::json& e = exports.at(name);
-        const Report r = simulate(g, roomy(), budget, parse(g, e.at("plan")));
+        const CostGraph trainer = trainer_graph(g, e);
+        const Report r = simulate(trainer, roomy(), budget, parse(g, e.at("plan")));
         CHECK(e.at("predicted").at("peak_bytes").get<std::int64_t>() == r.peak_bytes);
         CHECK(e.at("predicted").at("fits").get<bool>() == r.fits);
         CHECK(!e.at("snippet").get<std::string>().empty());
@@ -56,6 +66,14 @@ TEST_SUITE("exports") {
         CHECK(e.at("exact").get<bool>() == (parse(g, e.at("plan")) == plan));
       }
       CHECK(exports.at("pytorch").at("exact").get<bool>());
+      CHECK(exports.at("physicsnemo").at("implementation") == "physicsnemo");
+      CHECK(exports.at("anemoi").at("implementation") == "anemoi");
+      CHECK(exports.at("deepmind").at("implementation") == "deepmind");
+      CHECK(exports.at("deepmind_deep_gnn").at("implementation") == "deepmind");
+      // The trainers' own op sequences keep less than DeepMind's reference
+      // (no aggregation sources): their predictions are not the plan's.
+      CHECK(exports.at("anemoi").at("predicted").at("peak_bytes").get<std::int64_t>() !=
+            simulate(g, roomy(), budget, parse(g, exports.at("anemoi").at("plan"))).peak_bytes);
       // DeepMind's hand plan blocks the mapper edges: anemoi's GNN mappers cannot.
       CHECK_FALSE(exports.at("anemoi").at("exact").get<bool>());
       CHECK_FALSE(exports.at("physicsnemo").at("exact").get<bool>());
@@ -183,5 +201,27 @@ TEST_SUITE("exports") {
     CHECK(detail::yaml_snippet({{"model", {{"encoder", {{"num_chunks", 1}}}}}}) == "model:\n  encoder:\n    num_chunks: 1\n");
     CHECK(detail::yaml_snippet({{"a", nullptr}, {"b", false}}) == "a: null\nb: false\n");
     CHECK(detail::python_snippet({{"a", nullptr}, {"b", {{"c", true}}}}) == "a = None\nb = dict(c=True)\n");
+  }
+}
+
+TEST_SUITE("exports") {
+  TEST_CASE("physicsnemo: concat_trick is the model's, set in the export and simulated") {
+    RunOptions run;
+    run.framework = Framework::pytorch;
+    for (bool trick : {false, true}) {
+      CAPTURE(trick);
+      const CostGraph g = CostGraph::build(testing::tiny_model(4, Implementation::physicsnemo, trick), run);
+      const Plan plan = empty_plan(g.stages());
+      const std::int64_t budget = simulate(g, roomy(), 0, plan).peak_bytes;
+      const nlohmann::json e = exports_for(g, plan, budget).at("physicsnemo");
+      CHECK(e.at("config").at("concat_trick").get<bool>() == trick);
+      CHECK(e.at("predicted").at("peak_bytes").get<std::int64_t>() ==
+            simulate(g, roomy(), budget, parse(g, e.at("plan"))).peak_bytes);
+    }
+    // Any other model goes to PhysicsNeMo without the trick, and says so.
+    const CostGraph deepmind = graph();
+    const Plan plan = empty_plan(deepmind.stages());
+    const nlohmann::json e = exports_for(deepmind, plan, std::int64_t{1} << 40).at("physicsnemo");
+    CHECK_FALSE(e.at("config").at("concat_trick").get<bool>());
   }
 }

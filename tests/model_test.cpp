@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
@@ -124,5 +126,101 @@ TEST_SUITE("model") {
     b.latent_size = 16;
     CHECK(actmem::fingerprint(a) != actmem::fingerprint(b));
     CHECK(actmem::fingerprint(actmem::model_from_json(actmem::to_json(a), "round")) == actmem::fingerprint(a));
+  }
+
+  TEST_CASE("implementation: deepmind by default; physicsnemo and anemoi read, written back only when not the default") {
+    const auto plain = actmem::model_from_json(tiny_model(), "tiny.json");
+    CHECK(plain.implementation == actmem::Implementation::deepmind);
+    CHECK_FALSE(plain.concat_trick);
+    CHECK_FALSE(actmem::to_json(plain).contains("implementation"));
+    CHECK_FALSE(actmem::to_json(plain).contains("concat_trick"));
+
+    nlohmann::json doc = tiny_model();
+    doc["implementation"] = "physicsnemo";
+    doc["concat_trick"] = true;
+    const auto pn = actmem::model_from_json(doc, "tiny.json");
+    CHECK(pn.implementation == actmem::Implementation::physicsnemo);
+    CHECK(pn.concat_trick);
+    const nlohmann::json written = actmem::to_json(pn);
+    CHECK(written.at("implementation") == "physicsnemo");
+    CHECK(written.at("concat_trick") == true);
+    const auto again = actmem::model_from_json(written, "round");
+    CHECK(again.implementation == pn.implementation);
+    CHECK(again.concat_trick == pn.concat_trick);
+
+    doc = tiny_model();
+    doc["implementation"] = "anemoi";
+    doc["concat_trick"] = false;
+    CHECK(actmem::model_from_json(doc, "tiny.json").implementation == actmem::Implementation::anemoi);
+    doc["implementation"] = "deepmind";
+    CHECK(actmem::model_from_json(doc, "tiny.json").implementation == actmem::Implementation::deepmind);
+  }
+
+  TEST_CASE("implementation: an unknown one, a wrong type, or concat_trick without PhysicsNeMo is refused") {
+    struct Case {
+      const char* name;
+      nlohmann::json implementation;
+      nlohmann::json concat_trick;
+      const char* message;
+    };
+    const Case cases[] = {
+        {"unknown", "pytorch", nullptr,
+         "tiny.json: /implementation: expected one of \"deepmind\", \"physicsnemo\", \"anemoi\", got \"pytorch\""},
+        {"typo", "anemio", nullptr,
+         "tiny.json: /implementation: expected one of \"deepmind\", \"physicsnemo\", \"anemoi\", got \"anemio\" "
+         "(did you mean 'anemoi'?)"},
+        {"not a string", 2, nullptr, "tiny.json: /implementation: expected a string, got 2"},
+        {"concat_trick on deepmind", nullptr, true,
+         "tiny.json: /concat_trick: concat_trick is PhysicsNeMo's knob: expected implementation \"physicsnemo\" with "
+         "it, got \"deepmind\""},
+        {"concat_trick on anemoi", "anemoi", true,
+         "tiny.json: /concat_trick: concat_trick is PhysicsNeMo's knob: expected implementation \"physicsnemo\" with "
+         "it, got \"anemoi\""},
+        {"concat_trick not a boolean", "physicsnemo", "yes",
+         "tiny.json: /concat_trick: expected true or false, got \"yes\""},
+    };
+    for (const Case& c : cases) {
+      CAPTURE(c.name);
+      nlohmann::json doc = tiny_model();
+      if (!c.implementation.is_null()) doc["implementation"] = c.implementation;
+      if (!c.concat_trick.is_null()) doc["concat_trick"] = c.concat_trick;
+      CHECK_THROWS_WITH_AS(actmem::model_from_json(doc, "tiny.json"), c.message, actmem::InputError);
+    }
+  }
+
+  TEST_CASE("fingerprint: the implementation counts only where it is not the default") {
+    nlohmann::json doc = tiny_model();
+    const std::string plain = actmem::fingerprint(actmem::model_from_json(doc, "tiny.json"));
+    doc["implementation"] = "deepmind";
+    doc["concat_trick"] = false;
+    CHECK(actmem::fingerprint(actmem::model_from_json(doc, "tiny.json")) == plain);  // old plan files still load
+    std::vector<std::string> seen{plain};
+    for (const char* implementation : {"physicsnemo", "anemoi"}) {
+      doc["implementation"] = implementation;
+      seen.push_back(actmem::fingerprint(actmem::model_from_json(doc, "tiny.json")));
+    }
+    doc["implementation"] = "physicsnemo";
+    doc["concat_trick"] = true;
+    seen.push_back(actmem::fingerprint(actmem::model_from_json(doc, "tiny.json")));
+    std::sort(seen.begin(), seen.end());
+    CHECK(std::unique(seen.begin(), seen.end()) == seen.end());
+    const auto trick = actmem::model_from_json(doc, "tiny.json");
+    CHECK(actmem::fingerprint(actmem::model_from_json(actmem::to_json(trick), "round")) == actmem::fingerprint(trick));
+  }
+
+  TEST_CASE("parameters: per implementation, the layers its code builds") {
+    // L = 8, one hidden layer: an MLP(L -> L) with LayerNorm has 2 (L^2 + L) + 2 L parameters.
+    const std::int64_t L = 8, mlp_l = 2 * (L * L + L) + 2 * L;
+    nlohmann::json doc = tiny_model();
+    const std::int64_t deepmind = actmem::parameter_count(actmem::model_from_json(doc, "tiny.json"));
+    doc["implementation"] = "physicsnemo";
+    // No decoder mesh-node MLP (DeepMind's discarded one).
+    CHECK(actmem::parameter_count(actmem::model_from_json(doc, "tiny.json")) == deepmind - mlp_l);
+    doc["concat_trick"] = true;  // the first layer split per input: the same weights
+    CHECK(actmem::parameter_count(actmem::model_from_json(doc, "tiny.json")) == deepmind - mlp_l);
+    doc["implementation"] = "anemoi";
+    doc.erase("concat_trick");
+    // Neither, and no grid-node MLP of its own in the encoder.
+    CHECK(actmem::parameter_count(actmem::model_from_json(doc, "tiny.json")) == deepmind - 2 * mlp_l);
   }
 }

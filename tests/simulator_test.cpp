@@ -201,3 +201,29 @@ TEST_SUITE("simulator") {
       }
   }
 }
+
+TEST_SUITE("simulator") {
+  TEST_CASE("simulator: a hold keeps its tensor past its last use, to the op that ends it, and no longer") {
+    // PhysicsNeMo's decoder_forward holds the decoder's edge embedding
+    // ([6000, 64] float32) until the output MLP is done; DeepMind's
+    // sequence frees it at the edge update that reads it. Between the
+    // output MLP's last op and the loss both allocate the loss buffer; only
+    // PhysicsNeMo's also lets the embedding go.
+    RunOptions run;
+    run.framework = Framework::pytorch;
+    run.dtype = DType::float32;
+    SimulationOptions options;
+    options.record_timeline = true;
+    const std::int64_t embedding = 6000 * 64 * 4, loss_buffer = 2000 * 10 * 4;
+    for (Implementation implementation : {Implementation::deepmind, Implementation::physicsnemo}) {
+      CAPTURE(to_string(implementation));
+      const CostGraph g = CostGraph::build(testing::tiny_model(2, implementation), run);
+      const Report r = simulate(g, load_device("a100-80gb"), std::int64_t{1} << 40, empty_plan(g.stages()), options);
+      std::size_t i = 0;
+      while (i < r.timeline.size() && r.timeline[i].at.op != "decoder.output_mlp.linear1") ++i;
+      REQUIRE(i + 1 < r.timeline.size());
+      const std::int64_t delta = r.timeline[i + 1].live.activations - r.timeline[i].live.activations;
+      CHECK(delta == loss_buffer - (implementation == Implementation::physicsnemo ? embedding : 0));
+    }
+  }
+}

@@ -145,6 +145,83 @@ void check_budget_sweep(const CostGraph& g, const Device& device, const SolverOp
   }
 }
 
+// Every plan of the flat space over g's stages, block counts {1, 2, 4},
+// simulated; minimum_memory() and solve() at every budget checked against them.
+void check_exhaustive_flat(const CostGraph& g, const Device& device) {
+  SolverOptions options;
+  options.block_choices = {1, 2, 4};
+  options.allow_nested_regions = false;
+  const int n = static_cast<int>(g.stages().size());
+  const std::vector<int> edge_stages = stages_with_edges(g);
+  const std::vector<std::vector<Region>> all = all_structures(n, /*nested=*/false);
+  std::vector<std::pair<std::int64_t, double>> plans;  // (peak, time) of every plan
+  std::size_t combos = 1;
+  for (std::size_t i = 0; i < edge_stages.size(); ++i) combos *= 3;
+  for (const auto& regions : all)
+    for (std::size_t k = 0; k < combos; ++k) {
+      Plan p = empty_plan(g.stages());
+      p.checkpoints = regions;
+      std::size_t rest = k;
+      for (int s : edge_stages) {
+        p.edge_blocks[static_cast<std::size_t>(s)] = options.block_choices[rest % 3];
+        rest /= 3;
+      }
+      for (bool step : step_checkpoint_choices(g)) {
+        p.step_checkpoint = step;
+        const Report r = simulate(g, device, device.memory_bytes, p);
+        plans.emplace_back(r.peak_bytes, r.step_time_s);
+      }
+    }
+  std::int64_t least = plans.front().first, most = plans.front().first;
+  for (const auto& [peak, time] : plans) {
+    least = std::min(least, peak);
+    most = std::max(most, peak);
+  }
+  CHECK(minimum_memory(g, device, options).min_peak_bytes == least);
+  check_budget_sweep(g, device, options, plans, least, most);
+}
+
+// Every plan of the nested space (top-level regions whose stages split
+// again into plain stages and inner regions), block counts {1, 2}, checked
+// the same way; without nesting, the flat space's least peak.
+void check_exhaustive_nested(const CostGraph& g, const Device& device) {
+  SolverOptions options;
+  options.block_choices = {1, 2};
+  options.allow_nested_regions = true;
+  SolverOptions flat = options;
+  flat.allow_nested_regions = false;
+  const int n = static_cast<int>(g.stages().size());
+  const std::vector<int> edge_stages = stages_with_edges(g);
+  const std::vector<std::vector<Region>> all = all_structures(n, /*nested=*/true);
+  std::vector<std::pair<std::int64_t, double>> plans;  // (peak, time) of every plan
+  std::int64_t least_flat = -1;
+  for (const auto& regions : all) {
+    bool nested = false;
+    for (const Region& r : regions) nested = nested || !r.inner.empty();
+    for (std::size_t k = 0; k < (std::size_t{1} << edge_stages.size()); ++k) {
+      Plan p = empty_plan(g.stages());
+      p.checkpoints = regions;
+      for (std::size_t i = 0; i < edge_stages.size(); ++i)
+        p.edge_blocks[static_cast<std::size_t>(edge_stages[i])] = (k >> i) & 1 ? 2 : 1;
+      for (bool step : step_checkpoint_choices(g)) {
+        p.step_checkpoint = step;
+        const Report r = simulate(g, device, device.memory_bytes, p);
+        plans.emplace_back(r.peak_bytes, r.step_time_s);
+        if (!nested && (least_flat < 0 || r.peak_bytes < least_flat)) least_flat = r.peak_bytes;
+      }
+    }
+  }
+  std::int64_t least = plans.front().first, most = plans.front().first;
+  for (const auto& [peak, time] : plans) {
+    least = std::min(least, peak);
+    most = std::max(most, peak);
+  }
+  CHECK(minimum_memory(g, device, options).min_peak_bytes == least);
+  // allow_nested_regions takes effect: without it, the flat space's least.
+  CHECK(minimum_memory(g, device, flat).min_peak_bytes == least_flat);
+  check_budget_sweep(g, device, options, plans, least, most);
+}
+
 }  // namespace
 
 TEST_SUITE("solver") {
@@ -155,12 +232,15 @@ TEST_SUITE("solver") {
     // second (stage_translates.h).
     const Device device = load_device("a100-80gb");
     std::mt19937 rng(7);
+    // Every implementation's op sequence (model.h), on both frameworks.
+    for (const testing::ImplementationCase& implementation : testing::kImplementationCases)
     for (const RunCase& c : kRuns)
       for (std::int64_t processor_steps : {3, 6}) {
         const std::string run_name = c.name;
+        CAPTURE(implementation.name);
         CAPTURE(run_name);
         CAPTURE(processor_steps);
-        const CostGraph g = graph_for(testing::tiny_model(processor_steps), c);
+        const CostGraph g = graph_for(testing::tiny_model(processor_steps, implementation), c);
         detail::ChainModel model(g, device);
         const Report none = simulate(g, device, device.memory_bytes, empty_plan(g.stages()));
         for (int i = 0; i < 60; ++i) {
@@ -201,40 +281,9 @@ TEST_SUITE("solver") {
     // the space simulated; budgets swept from below the least peak to the
     // no-checkpoint peak.
     const Device device = load_device("a100-80gb");
-    SolverOptions options;
-    options.block_choices = {1, 2, 4};
-    options.allow_nested_regions = false;
     for (const RunCase& c : kRuns) {
       CAPTURE(c.name);
-      const CostGraph g = graph_for(testing::tiny_model(2), c);
-      const int n = static_cast<int>(g.stages().size());
-      const std::vector<int> edge_stages = stages_with_edges(g);
-      const std::vector<std::vector<Region>> all = all_structures(n, /*nested=*/false);
-      std::vector<std::pair<std::int64_t, double>> plans;  // (peak, time) of every plan
-      std::size_t combos = 1;
-      for (std::size_t i = 0; i < edge_stages.size(); ++i) combos *= 3;
-      for (const auto& regions : all)
-        for (std::size_t k = 0; k < combos; ++k) {
-          Plan p = empty_plan(g.stages());
-          p.checkpoints = regions;
-          std::size_t rest = k;
-          for (int s : edge_stages) {
-            p.edge_blocks[static_cast<std::size_t>(s)] = options.block_choices[rest % 3];
-            rest /= 3;
-          }
-          for (bool step : step_checkpoint_choices(g)) {
-            p.step_checkpoint = step;
-            const Report r = simulate(g, device, device.memory_bytes, p);
-            plans.emplace_back(r.peak_bytes, r.step_time_s);
-          }
-        }
-      std::int64_t least = plans.front().first, most = plans.front().first;
-      for (const auto& [peak, time] : plans) {
-        least = std::min(least, peak);
-        most = std::max(most, peak);
-      }
-      CHECK(minimum_memory(g, device, options).min_peak_bytes == least);
-      check_budget_sweep(g, device, options, plans, least, most);
+      check_exhaustive_flat(graph_for(testing::tiny_model(2), c), device);
     }
   }
 
@@ -243,44 +292,22 @@ TEST_SUITE("solver") {
     // nested space (top-level regions whose stages split again into plain
     // stages and inner regions) simulated; budgets swept as above.
     const Device device = load_device("a100-80gb");
-    SolverOptions options;
-    options.block_choices = {1, 2};
-    options.allow_nested_regions = true;
-    SolverOptions flat = options;
-    flat.allow_nested_regions = false;
     for (const RunCase& c : kRuns) {
       CAPTURE(c.name);
-      const CostGraph g = graph_for(testing::tiny_model(1), c);
-      const int n = static_cast<int>(g.stages().size());
-      const std::vector<int> edge_stages = stages_with_edges(g);
-      const std::vector<std::vector<Region>> all = all_structures(n, /*nested=*/true);
-      std::vector<std::pair<std::int64_t, double>> plans;  // (peak, time) of every plan
-      std::int64_t least_flat = -1;
-      for (const auto& regions : all) {
-        bool nested = false;
-        for (const Region& r : regions) nested = nested || !r.inner.empty();
-        for (std::size_t k = 0; k < (std::size_t{1} << edge_stages.size()); ++k) {
-          Plan p = empty_plan(g.stages());
-          p.checkpoints = regions;
-          for (std::size_t i = 0; i < edge_stages.size(); ++i)
-            p.edge_blocks[static_cast<std::size_t>(edge_stages[i])] = (k >> i) & 1 ? 2 : 1;
-          for (bool step : step_checkpoint_choices(g)) {
-            p.step_checkpoint = step;
-            const Report r = simulate(g, device, device.memory_bytes, p);
-            plans.emplace_back(r.peak_bytes, r.step_time_s);
-            if (!nested && (least_flat < 0 || r.peak_bytes < least_flat)) least_flat = r.peak_bytes;
-          }
-        }
-      }
-      std::int64_t least = plans.front().first, most = plans.front().first;
-      for (const auto& [peak, time] : plans) {
-        least = std::min(least, peak);
-        most = std::max(most, peak);
-      }
-      CHECK(minimum_memory(g, device, options).min_peak_bytes == least);
-      // allow_nested_regions takes effect: without it, the flat space's least.
-      CHECK(minimum_memory(g, device, flat).min_peak_bytes == least_flat);
-      check_budget_sweep(g, device, options, plans, least, most);
+      check_exhaustive_nested(graph_for(testing::tiny_model(1), c), device);
+    }
+  }
+
+  TEST_CASE("solver: every implementation's plan spaces, enumerated, hold nothing faster that fits") {
+    // PhysicsNeMo's and anemoi's op sequences (concat_trick included) on
+    // PyTorch, whose rules they change: one step, and a rollout.
+    const Device device = load_device("a100-80gb");
+    for (const testing::ImplementationCase& i : testing::kImplementationCases) {
+      if (i.implementation == Implementation::deepmind) continue;  // the cases above
+      CAPTURE(i.name);
+      check_exhaustive_flat(graph_for(testing::tiny_model(2, i), kRuns[0]), device);
+      check_exhaustive_flat(graph_for(testing::tiny_model(2, i), kRuns[2]), device);
+      check_exhaustive_nested(graph_for(testing::tiny_model(1, i), kRuns[0]), device);
     }
   }
 

@@ -20,4 +20,31 @@ inline ModelDescription tiny_model(std::int64_t processor_steps = 4) {
   return model_from_json(tiny_model_json(processor_steps), "tiny.json");
 }
 
+// The tiny model in another implementation (model.h).
+inline ModelDescription tiny_model(std::int64_t processor_steps, Implementation implementation,
+                                   bool concat_trick = false) {
+  nlohmann::json j = tiny_model_json(processor_steps);
+  j["implementation"] = to_string(implementation);
+  j["concat_trick"] = concat_trick;
+  return model_from_json(j, "tiny.json");
+}
+
+// Every op sequence actmem builds: each implementation, and PhysicsNeMo's
+// with its concat_trick.
+struct ImplementationCase {
+  const char* name;
+  Implementation implementation;
+  bool concat_trick;
+};
+inline constexpr ImplementationCase kImplementationCases[] = {
+    {"deepmind", Implementation::deepmind, false},
+    {"physicsnemo", Implementation::physicsnemo, false},
+    {"physicsnemo concat_trick", Implementation::physicsnemo, true},
+    {"anemoi", Implementation::anemoi, false},
+};
+
+inline ModelDescription tiny_model(std::int64_t processor_steps, const ImplementationCase& c) {
+  return tiny_model(processor_steps, c.implementation, c.concat_trick);
+}
+
 }  // namespace actmem::testing

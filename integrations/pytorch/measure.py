@@ -165,21 +165,36 @@ def _measure(model, plan, x, record: bool) -> dict:
             "rows": meter.recorded()}
 
 
+# The one op by which a step and its width-1 copies may differ and still be
+# the same sequence: AccumulateGrad clones a parameter's gradient to the
+# parameter's strides when they differ (PhysicsNeMo's concat_trick weights
+# are column slices of one [H, 3L] weight: non-contiguous) and only detaches
+# it when they agree, as they always do at width 1. Both allocate no more
+# than one parameter gradient, which the payload of the step counts.
+_GRADIENT_LAYOUT_OPS = frozenset({"aten.clone.default", "aten.detach.default"})
+
+
+def _same_op(real_op, unit_op, phase: str) -> bool:
+    if real_op == unit_op:
+        return True
+    return phase == "backward" and {str(real_op), str(unit_op)} <= _GRADIENT_LAYOUT_OPS
+
+
 def subtract_overhead(real: dict, units) -> dict:
     """Removes the per-op non-tensor overhead from a measured step.
 
     `real` and the two `units` (the same step with every width 1 and every
     count n, then 2n) are _measure()-style dicts: "rows" (op, phase, stage,
     live bytes), "after_forward", "after_backward". When the three ran the
-    same op sequence, overhead(op) = 2 * live_n(op) - live_2n(op) (the
-    payload doubles, the overhead stays); otherwise nothing is removed and
-    "calibrated" is False. Returns "calibrated", "overhead" (per op),
+    same op sequence (up to _same_op), overhead(op) = 2 * live_n(op) -
+    live_2n(op) (the payload doubles, the overhead stays); otherwise nothing
+    is removed and "calibrated" is False. Returns "calibrated", "overhead" (per op),
     "live" (per op, overhead removed), and "after_forward" and
     "after_backward": the overhead at those two points.
     """
     rows, (u1, u2) = real["rows"], units
     calibrated = len(u1["rows"]) == len(rows) == len(u2["rows"]) and all(
-        a[0] == b[0] == c[0] for a, b, c in zip(rows, u1["rows"], u2["rows"]))
+        _same_op(a[0], b[0], a[1]) and b[0] == c[0] for a, b, c in zip(rows, u1["rows"], u2["rows"]))
     if calibrated:
         overhead = [2 * a[3] - b[3] for a, b in zip(u1["rows"], u2["rows"])]
         over_af = 2 * u1["after_forward"] - u2["after_forward"]

@@ -30,7 +30,7 @@ HIDDEN = 8
 # examples/weather/graphcast/conf/config.yaml (NVIDIA/physicsnemo): the
 # defaults of the keys the export sets.
 CONFIG_DEFAULTS = {
-    "segments": 1, "force_single_checkpoint": False, "checkpoint_encoder": True, "checkpoint_processor": False,
+    "concat_trick": True, "segments": 1, "force_single_checkpoint": False, "checkpoint_encoder": True, "checkpoint_processor": False,
     "checkpoint_decoder": False, "force_single_checkpoint_finetune": False, "checkpoint_encoder_finetune": True,
     "checkpoint_processor_finetune": True, "checkpoint_decoder_finetune": True,
 }
@@ -104,7 +104,7 @@ def observed_plan(cfg, layers, rollout, ddp=False):
     """Configures GraphCastNet from `cfg` as train_graphcast.py does and returns the checkpoint regions."""
     import physicsnemo.nn.module.gnn_layers.utils as gnn_utils
 
-    model = build(layers)
+    model = build(layers, concat_trick=cfg.concat_trick)  # train_graphcast.py: do_concat_trick=cfg.concat_trick
     x = torch.randn(1, 4, *GRID, generator=torch.Generator().manual_seed(0))
     # The model keeps the checkpoint function it is given when configured:
     # configure inside the recording so that it keeps the recorder.

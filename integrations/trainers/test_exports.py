@@ -93,6 +93,9 @@ def test_physicsnemo_snippet_runs_the_exported_plan(tmp_path, budget, rollout, d
     config = OmegaConf.merge(OmegaConf.create(physicsnemo_run.CONFIG_DEFAULTS), OmegaConf.create(snippet))
     observed = physicsnemo_run.observed_plan(config, LAYERS, rollout, ddp)
     assert flat(observed) == flat(entry["plan"]["checkpoints"])
+    # predicted is PhysicsNeMo's implementation of this model (no concat_trick): the snippet turns off the
+    # example's default concat_trick: true, so the model the trainer builds is the one simulated.
+    assert entry["implementation"] == "physicsnemo" and config.concat_trick is False
     assert not entry["plan"].get("edge_blocks")
 
 

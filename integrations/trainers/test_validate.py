@@ -85,3 +85,31 @@ def test_measure_trainer_refuses_an_unknown_setting():
                           capture_output=True, text=True)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1] == "actmem: error: anemoi: unknown anemoi settings: no_such_knob"
+
+
+def test_actmem_simulates_the_trainers_own_implementation():
+    """The description given to actmem names the trainer's op sequence, and PhysicsNeMo's concat_trick."""
+    sizes = {"name": "m", "latent_size": 48}
+    pn = {"trainer": "physicsnemo", "settings": {"concat_trick": True}, "description": sizes}
+    assert validate.description(pn) == dict(sizes, implementation="physicsnemo", concat_trick=True)
+    an = {"trainer": "anemoi", "settings": {}, "description": sizes}
+    assert validate.description(an) == dict(sizes, implementation="anemoi")
+    assert sizes == {"name": "m", "latent_size": 48}  # the stored measurement is left as it was
+
+
+def test_calibration_takes_a_gradient_layout_clone_for_a_detach():
+    """concat_trick's split weights are non-contiguous: AccumulateGrad clones their gradients where the width-1
+    copies only detach them. That pair, in the backward pass, is the same op for subtract_overhead; nothing else is."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(SCRIPT)), "pytorch"))
+    from measure import subtract_overhead
+
+    def step(second_op, phase="backward", live=(1000, 2000)):
+        return {"rows": [("aten.mm.default", "forward", "", live[0]), (second_op, phase, "", live[1])],
+                "after_forward": live[0], "after_backward": live[1]}
+
+    units = (step("aten.detach.default", live=(110, 220)), step("aten.detach.default", live=(120, 240)))
+    taken = subtract_overhead(step("aten.clone.default"), units)
+    assert taken["calibrated"] and taken["overhead"] == [100, 200] and taken["live"] == [900, 1800]
+    forward_units = (step("aten.detach.default", "forward"), step("aten.detach.default", "forward"))
+    assert not subtract_overhead(step("aten.clone.default", phase="forward"), forward_units)["calibrated"]
+    assert not subtract_overhead(step("aten.add.Tensor"), units)["calibrated"]

@@ -109,41 +109,11 @@ def cases() -> list[Case]:
 # Cases that miss a tolerance for a reason that is understood and not yet in actmem's cost model
 # (docs/validation-trainers.md): name -> (after-forward error, peak error, what is known), errors as
 # measured with the C++ model of the stored table.
-_PN_SCATTER = "PhysicsNeMo aggregates with torch_scatter's scatter_add_, which saves only the index; actmem's op " \
-              "sequence aggregates with index_add, which saves its [E, L] source"
-_PN_LOCALS = "PhysicsNeMo's forward functions hold their tensors in Python names until they return (3.09 MB at the " \
-             "end of decoder_forward); actmem's op sequence drops each at its last use"
-_AN_SCATTER = "anemoi aggregates with PyG's scatter (scatter_add_: saves only the index), not index_add (saves its " \
-              "[E, L] source); its forward mapper updates the grid nodes with node_mlp(cat([x, x])), saving a " \
-              "[G, 2L] concatenation where actmem's grid-node MLP saves its [G, L] input"
 KNOWN_GAPS: dict[str, tuple[float, float, str]] = {
-    "physicsnemo none": (0.1235, 0.0607, f"{_PN_SCATTER} (6,895,872 B: the whole after-forward gap)"),
-    "physicsnemo checkpoint_encoder": (0.1371, 0.0515, f"{_PN_SCATTER} (5,559,552 B outside the encoder region)"),
-    "physicsnemo checkpoint_processor segments 1": (0.0967, 0.1444, f"{_PN_SCATTER} (2,979,072 B outside the "
-                                                    "region; 3,916,800 B more in its recomputation, at the peak)"),
-    "physicsnemo checkpoint_processor segments 2": (0.0933, 0.1098, f"{_PN_SCATTER}; the measured peak is at the end "
-                                                    f"of the forward pass: {_PN_LOCALS}"),
-    "physicsnemo checkpoint_processor segments 4": (0.0873, -0.0083, _PN_SCATTER),
-    "physicsnemo checkpoint_decoder": (0.1227, 0.0824, _PN_SCATTER),
-    "physicsnemo encoder+processor 2+decoder": (0.0001, 0.1193, f"after forward exact; peak: {_PN_SCATTER} "
-                                                "(the sources of a recomputed region at its backward)"),
-    "physicsnemo force_single_checkpoint": (-0.0436, 0.0601, "after forward: 36,864 B predicted against 38,544 B "
-                                            "(the prediction and the loss buffer); 1,680 B of checkpoint state is "
-                                            "below the method's resolution but above 3% of so small a figure"),
-    "physicsnemo concat_trick": (0.4398, 0.4002, "concat_trick is not in actmem's op sequence: the edge MLP's first "
-                                 "layer on nodes, then gathered and summed, saves [E, L] + node latents instead of "
-                                 "the [E, 3L] concatenation (12.27 MB less here); plus the scatter sources"),
-    "physicsnemo concat_trick encoder+processor 2+decoder": (-0.0607, 0.3648, "concat_trick is not modelled: the "
-                                                             "recomputed regions save less (peak); after forward "
-                                                             "actmem is 230,320 B low, not yet pinned"),
-    "anemoi none": (0.0694, 0.0439, _AN_SCATTER),
-    "anemoi encoder": (0.0833, 0.0511, _AN_SCATTER),
-    "anemoi processor chunks 1": (0.0404, 0.0315, _AN_SCATTER),
-    "anemoi processor chunks 2": (0.0393, -0.0009, _AN_SCATTER),
-    "anemoi processor chunks 4": (0.0373, -0.0069, _AN_SCATTER),
-    "anemoi decoder": (0.0732, 0.0501, _AN_SCATTER),
-    "anemoi mapper chunks 4, no checkpoints": (0.0694, 0.0210, _AN_SCATTER),
-    "anemoi processor chunks 2, no checkpoints": (0.0694, 0.0439, _AN_SCATTER),
+    "physicsnemo force_single_checkpoint": (-0.0436, -0.0375, "after forward: 36,864 B predicted (the prediction "
+                                            "and the loss buffer) against 38,544 B; the 1,680 B left are below the "
+                                            "method's per-op resolution (about a kilobyte) but above 3% of so small "
+                                            "a figure"),
 }
 
 
@@ -172,13 +142,22 @@ def measure(case: Case, python: str, timeline: str | None) -> dict:
     return json.loads(done.stdout)
 
 
+def description(measured: dict) -> dict:
+    """actmem's model description of the measured step: the sizes read off the trainer's model, and the
+    trainer's own implementation (its op sequence: docs/model-format.md) with its concat_trick setting."""
+    described = dict(measured["description"], implementation=measured["trainer"])
+    if measured["settings"].get("concat_trick"):
+        described["concat_trick"] = True
+    return described
+
+
 def predict(actmem: str, measured: dict) -> dict:
-    """actmem's prediction, now, for the measured step: its model description and the regions the
-    trainer ran, simulated with the PyTorch profile in float32 at batch 1."""
+    """actmem's prediction, now, for the measured step: the trainer's implementation at the measured
+    sizes and the regions the trainer ran, simulated with the PyTorch profile in float32 at batch 1."""
     with tempfile.TemporaryDirectory(prefix="actmem-trainers-") as tmp:
         model, plan = os.path.join(tmp, "model.json"), os.path.join(tmp, "plan.json")
         with open(model, "w") as f:
-            json.dump(measured["description"], f)
+            json.dump(description(measured), f)
         with open(plan, "w") as f:
             json.dump({"checkpoints": measured["regions"]}, f)
         done = subprocess.run([actmem, "simulate", "--json", "--framework", "pytorch", "--dtype", "float32",

@@ -124,7 +124,25 @@ OpId CostGraphBuilder::add_op(Op op) {
   return id;
 }
 
+// Op::releases_held's contract.
+void CostGraphBuilder::check_holds() const {
+  const CostGraph& g = graph_;
+  for (std::size_t i = 0; i < g.ops_.size(); ++i) {
+    const Op& op = g.ops_[i];
+    for (TensorId t : op.releases_held) {
+      const OpId p = g.producer_[static_cast<std::size_t>(t)];
+      const Op* made = p >= 0 && static_cast<std::size_t>(p) < i ? &g.ops_[static_cast<std::size_t>(p)] : nullptr;
+      const bool inside_edge_update =
+          op.edge_update || (made && made->edge_update && g.ops_[static_cast<std::size_t>(p) + 1].edge_update);
+      if (!made || made->step != op.step || made->stage != op.stage || inside_edge_update)
+        throw std::logic_error(fmt::format("cost graph: op {} holds {}, not made earlier in its stage outside an edge "
+                                           "update", op.name, g.tensors_[static_cast<std::size_t>(t)].name));
+    }
+  }
+}
+
 CostGraph CostGraphBuilder::finish() {
+  check_holds();
   CostGraph& g = graph_;
   auto& dag = g.dag_->graph;
   dag = CostGraph::Dag::Graph(g.ops_.size());

@@ -35,7 +35,8 @@ using Scorer = std::function<Score(const Plan&)>;
 // The fastest setting that fits, else the one with the least peak (of equal
 // times up to summation order, the least peak; of equal scores, the first).
 // `exact` says whether the trainer runs the plan itself; `predicted` is
-// simulate()'s report of the setting's plan: what the trainer will do.
+// simulate()'s report of the setting's plan on `g`, the trainer's own
+// implementation of the model: what the trainer will do.
 nlohmann::json best_setting(const Scorer& score, const CostGraph& g, const Device& d, std::int64_t budget,
                             const Plan& plan, const std::vector<KnobSetting>& settings) {
   auto faster = [](const Score& x, const Score& y) {
@@ -56,6 +57,7 @@ nlohmann::json best_setting(const Scorer& score, const CostGraph& g, const Devic
   }
   const KnobSetting& chosen = settings.at(*best);
   return nlohmann::json{{"config", chosen.config},
+                        {"implementation", to_string(g.model().implementation)},
                         {"exact", chosen.plan == plan},
                         {"predicted", predicted(simulate(g, d, budget, chosen.plan))},
                         {"plan", plan_to_json(chosen.plan, g.stages())}};
@@ -98,6 +100,72 @@ std::string deep_gnn_snippet(const nlohmann::json& config) {
   return text;
 }
 
+// The step as a trainer's own code runs it: the user's model in the
+// trainer's implementation (docs/trainer-exports.md). A PhysicsNeMo model
+// keeps its concat_trick; any other model goes to PhysicsNeMo without it
+// (the export then sets concat_trick: false).
+CostGraph trainer_graph(const CostGraph& g, Implementation implementation) {
+  ModelDescription m = g.model();
+  if (m.implementation != implementation) {
+    m.implementation = implementation;
+    m.concat_trick = false;
+  }
+  return CostGraph::build(m, g.run());
+}
+
+// Ranks settings by the solver's chain model of `g` (exact peaks, the
+// recomputation time), or by simulating each on `g`.
+struct Scorers {
+  explicit Scorers(const CostGraph& graph, const Device& d, std::int64_t budget)
+      : g(graph), model(graph, d), by_chain([this](const Plan& p) {
+          const detail::ChainModel::Prediction x = model.predict(p);
+          return Score{x.peak_bytes, x.recompute_s};
+        }),
+        by_simulation([this, &d, budget](const Plan& p) {
+          const Report r = simulate(g, d, budget, p);
+          return Score{r.peak_bytes, r.step_time_s};
+        }) {}
+  Scorers(const Scorers&) = delete;  // the scorers capture this
+  Scorers& operator=(const Scorers&) = delete;
+  const CostGraph& g;
+  detail::ChainModel model;
+  Scorer by_chain, by_simulation;
+};
+
+// PhysicsNeMo's best setting, simulated on its implementation `g`.
+nlohmann::json physicsnemo_export(const CostGraph& g, const Device& d, std::int64_t budget, const Plan& plan) {
+  Scorers scorers(g, d, budget);
+  nlohmann::json physicsnemo = best_setting(scorers.by_chain, g, d, budget, plan, detail::physicsnemo_settings(g));
+  physicsnemo["format"] = "yaml";
+  physicsnemo["snippet"] = physicsnemo_snippet(physicsnemo.at("config"));
+  physicsnemo["note"] =
+      g.run().rollout > 1
+          ? "rollout > 1 is PhysicsNeMo's fine-tuning phase: it only switches checkpoints on, so the one-step keys "
+            "stay in force and carry the processor and decoder flags; checkpoint_{processor,decoder}_finetune stay "
+            "false because on one GPU train_graphcast.py turns on the encoder checkpoint for them. segments counts "
+            "modules (edge and node blocks); no edge blocking"
+          : "segments counts modules (edge and node blocks; whole layers only); no edge blocking";
+  physicsnemo["not_modelled"] = {
+      "recompute_activation (the example's default true: SiLU recomputed in backward)",
+      "full_bf16 / amp: actmem's --dtype sets the activation type only",
+      "processor_type: GraphTransformer (another model)"};
+  return physicsnemo;
+}
+
+// anemoi's best setting, simulated on its implementation `g`.
+nlohmann::json anemoi_export(const CostGraph& g, const Device& d, std::int64_t budget, const Plan& plan) {
+  Scorers scorers(g, d, budget);
+  nlohmann::json anemoi = best_setting(scorers.by_chain, g, d, budget, plan, detail::anemoi_settings(g));
+  anemoi["format"] = "yaml";
+  anemoi["snippet"] = anemoi_snippet(anemoi.at("config"));
+  anemoi["note"] =
+      "GNN mappers run under one checkpoint for the whole mapper: their num_chunks do not lower the peak, so "
+      "actmem's edge blocks cannot be expressed; processor num_chunks divides num_layers, and chunk 0 also embeds "
+      "the mesh edges";
+  anemoi["not_modelled"] = {"GraphTransformer mappers/processor (another model)", "cpu_offload"};
+  return anemoi;
+}
+
 }  // namespace
 
 nlohmann::json trainer_exports(const CostGraph& g, const Device& d, std::int64_t budget, const Plan& plan,
@@ -114,45 +182,13 @@ nlohmann::json trainer_exports(const CostGraph& g, const Device& d, std::int64_t
   exports["jax"]["function"] = "jax.checkpoint(policy=jax.checkpoint_policies.nothing_saveable)";
   exports["jax"]["note"] = "wrap each region's stages, and each edge block, in jax.checkpoint with the policy";
 
-  detail::ChainModel model(g, d);
-  const Scorer by_chain = [&model](const Plan& p) {
-    const detail::ChainModel::Prediction x = model.predict(p);
-    return Score{x.peak_bytes, x.recompute_s};
-  };
-  const Scorer by_simulation = [&](const Plan& p) {
-    const Report r = simulate(g, d, budget, p);
-    return Score{r.peak_bytes, r.step_time_s};
-  };
-
-  nlohmann::json& physicsnemo = exports["physicsnemo"] =
-      best_setting(by_chain, g, d, budget, plan, detail::physicsnemo_settings(g));
-  physicsnemo["format"] = "yaml";
-  physicsnemo["snippet"] = physicsnemo_snippet(physicsnemo.at("config"));
-  physicsnemo["note"] =
-      g.run().rollout > 1
-          ? "rollout > 1 is PhysicsNeMo's fine-tuning phase: it only switches checkpoints on, so the one-step keys "
-            "stay in force and carry the processor and decoder flags; checkpoint_{processor,decoder}_finetune stay "
-            "false because on one GPU train_graphcast.py turns on the encoder checkpoint for them. segments counts "
-            "modules (edge and node blocks); no edge blocking"
-          : "segments counts modules (edge and node blocks; whole layers only); no edge blocking";
-  physicsnemo["not_modelled"] = {
-      "concat_trick (the example's default true: split first edge-MLP layer)",
-      "recompute_activation (the example's default true: SiLU recomputed in backward)",
-      "full_bf16 / amp: actmem's --dtype sets the activation type only",
-      "processor_type: GraphTransformer (another model)"};
-
-  nlohmann::json& anemoi = exports["anemoi"] = best_setting(by_chain, g, d, budget, plan, detail::anemoi_settings(g));
-  anemoi["format"] = "yaml";
-  anemoi["snippet"] = anemoi_snippet(anemoi.at("config"));
-  anemoi["note"] =
-      "GNN mappers run under one checkpoint for the whole mapper: their num_chunks do not lower the peak, so "
-      "actmem's edge blocks cannot be expressed; processor num_chunks divides num_layers, and chunk 0 also embeds "
-      "the mesh edges";
-  anemoi["not_modelled"] = {"GraphTransformer mappers/processor (another model)", "cpu_offload",
-                            "the model=gnn block's own layout (encoder updates its source nodes)"};
-
+  exports["physicsnemo"] = physicsnemo_export(trainer_graph(g, Implementation::physicsnemo), d, budget, plan);
+  exports["anemoi"] = anemoi_export(trainer_graph(g, Implementation::anemoi), d, budget, plan);
+  const CostGraph deepmind_graph = trainer_graph(g, Implementation::deepmind);
+  Scorers deepmind_scorers(deepmind_graph, d, budget);
   nlohmann::json& deepmind = exports["deepmind"] =
-      best_setting(by_simulation, g, d, budget, plan, detail::deepmind_graphcast_settings(g));
+      best_setting(deepmind_scorers.by_simulation, deepmind_graph, d, budget, plan,
+                   detail::deepmind_graphcast_settings(deepmind_graph));
   deepmind["format"] = "python";
   deepmind["snippet"] = deepmind_snippet(deepmind.at("config"));
   deepmind["note"] =
@@ -160,7 +196,8 @@ nlohmann::json trainer_exports(const CostGraph& g, const Device& d, std::int64_t
       "are DeepGNN's (deepmind_deep_gnn)";
 
   nlohmann::json& deep_gnn = exports["deepmind_deep_gnn"] =
-      best_setting(by_chain, g, d, budget, plan, detail::deep_gnn_settings(g, edges));
+      best_setting(deepmind_scorers.by_chain, deepmind_graph, d, budget, plan,
+                   detail::deep_gnn_settings(deepmind_graph, edges));
   deep_gnn["format"] = "python";
   deep_gnn["snippet"] = deep_gnn_snippet(deep_gnn.at("config"));
   deep_gnn["note"] =

@@ -25,6 +25,9 @@
 // state on one GPU and under DDP: the one-step keys carry the processor and
 // decoder flags, and force_single_checkpoint_finetune (which resets them)
 // is offered with every other flag off.
+//
+// concat_trick is the model's (model.h): the settings are simulated on
+// PhysicsNeMo's implementation with it, and the export sets it so.
 #include <algorithm>
 
 #include "trainer_knobs.h"
@@ -75,19 +78,16 @@ std::vector<KnobSetting> physicsnemo_settings(const CostGraph& g) {
         for (int segments : segment_options) {
           if (L < 3) continue;  // GraphCastNet raises "Expected at least 3 processor layers"
           if (single && (enc || dec || segments > 0)) continue;  // no nesting (above)
+          // The one-step keys stay in force in fine-tuning, which only
+          // switches checkpoints on (above); concat_trick is the model's.
           nlohmann::json c = nlohmann::json::object();
-          if (!finetune) {
-            c["force_single_checkpoint"] = single == 1;
-            c["checkpoint_encoder"] = enc == 1;
-            c["checkpoint_processor"] = segments > 0;
-            c["segments"] = std::max(segments, 1);
-            c["checkpoint_decoder"] = dec == 1;
-          } else {
-            c["force_single_checkpoint"] = false;
-            c["checkpoint_encoder"] = enc == 1;
-            c["checkpoint_processor"] = segments > 0;
-            c["segments"] = std::max(segments, 1);
-            c["checkpoint_decoder"] = dec == 1;
+          c["concat_trick"] = g.model().concat_trick;
+          c["force_single_checkpoint"] = single == 1 && !finetune;
+          c["checkpoint_encoder"] = enc == 1;
+          c["checkpoint_processor"] = segments > 0;
+          c["segments"] = std::max(segments, 1);
+          c["checkpoint_decoder"] = dec == 1;
+          if (finetune) {
             c["force_single_checkpoint_finetune"] = single == 1;
             c["checkpoint_encoder_finetune"] = enc == 1;
             c["checkpoint_processor_finetune"] = false;

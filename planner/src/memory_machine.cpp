@@ -28,7 +28,7 @@ void TensorState::reset(const std::vector<TensorId>& tensors, bool first_paramet
 
 MemoryMachine::MemoryMachine(const CostGraph& graph, TensorState* shared)
     : g_(graph),
-      profile_(memory_profile(graph.run().framework, graph.run().dtype)),
+      profile_(memory_profile(graph.run().framework, graph.run().dtype, graph.model().implementation)),
       own_(shared ? TensorState{} : TensorState(graph.tensors().size(), true)),
       current_(shared ? shared->current : own_.current),
       grad_(shared ? shared->grad : own_.grad),
@@ -176,6 +176,10 @@ void MemoryMachine::count_uses(const std::vector<Item>& items, std::int64_t repe
         // Block-internal tensors are counted per block instance.
         uses_[static_cast<std::size_t>(t)] += static_cast<int>(block_internal_[static_cast<std::size_t>(t)] ? 1 : repeat);
       }
+      // A hold is one more use (never inside blocks: Op::releases_held).
+      for (TensorId t : g_.op(item.op).releases_held)
+        if (produced_in_[static_cast<std::size_t>(t)] == context_)
+          uses_[static_cast<std::size_t>(t)] += static_cast<int>(repeat);
     } else if (item.kind == Item::Kind::blocks) {
       for (TensorId t : item.internal) block_internal_[static_cast<std::size_t>(t)] = 1;
       block_output_[static_cast<std::size_t>(item.output)] = 1;
@@ -255,6 +259,7 @@ void MemoryMachine::forward_op(OpId id, bool saving, std::int64_t block_rows, in
   // A fused op reads its inputs when its consumer runs (release_input()).
   if (rule.output_materialized)
     for (TensorId t : op.inputs) release_input(t);
+  release_holds(op);
   // The caller holds each loss until the backward pass starts from it (a
   // recomputed loss is not handed to the caller).
   if (op.kind == OpKind::mse_loss && pass != Pass::recompute && current(op.outputs.front()) >= 0) {
@@ -276,6 +281,17 @@ void MemoryMachine::release_input(TensorId t) {
   if (!made_here(t) || current(t) < 0) return;
   if (!block_internal_[static_cast<std::size_t>(t)]) --uses_[static_cast<std::size_t>(t)];
   release(current(t));
+}
+
+// The holds that end with `op` (Op::releases_held) let go of their tensors
+// made in this execution. A held tensor the profile fuses has no buffer to
+// hold: its producer's inputs are released by its consumer as always.
+void MemoryMachine::release_holds(const Op& op) {
+  for (TensorId t : op.releases_held) {
+    if (!made_here(t)) continue;
+    --uses_[static_cast<std::size_t>(t)];
+    if (current(t) >= 0 && !made_fused(t)) release(current(t));
+  }
 }
 
 // Keeps t for the backward pass; a fused t is recomputed there from its

@@ -135,6 +135,7 @@ class MemoryMachine {
   void forward_op(OpId id, bool saving, std::int64_t block_rows, int block, Pass pass);
   void save(TensorId t, std::vector<int>& saved);
   void release_input(TensorId t);
+  void release_holds(const Op& op);
   std::int64_t input_gradient(const Op& op, const OpMemoryRule& rule, TensorId t, std::int64_t block_rows);
   void forward_blocks(const Item& item, bool saving, Pass pass);
   int skip_forward_blocks(const Item& item, std::int64_t block_rows, std::int64_t count, Pass pass);

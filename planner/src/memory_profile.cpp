@@ -9,7 +9,7 @@ OpMemoryRule& rule(MemoryProfile& p, OpKind kind) { return p.rules[static_cast<i
 
 }  // namespace
 
-MemoryProfile memory_profile(Framework framework, DType dtype) {
+MemoryProfile memory_profile(Framework framework, DType dtype, Implementation implementation) {
   MemoryProfile p;
   p.framework = framework;
   // Rules common to both frameworks: the residuals of each op's derivative.
@@ -26,7 +26,16 @@ MemoryProfile memory_profile(Framework framework, DType dtype) {
 
   if (framework == Framework::pytorch) {
     // Measured on torch 1.13 (docs/pytorch-memory-profile.md, tables 1–2).
-    rule(p, OpKind::scatter_add).saved_inputs = bit(2);   // index_add keeps its source
+    if (implementation == Implementation::deepmind) {
+      // The reference's zeros(N, L).index_add(0, receivers, e) keeps its source e.
+      rule(p, OpKind::scatter_add).saved_inputs = bit(2);
+    } else {
+      // PhysicsNeMo (torch_scatter.scatter) and anemoi (torch_geometric's
+      // scatter) run zeros(N, L).scatter_add_(0, index.expand_as(e), e): in
+      // place into the zeros, keeping only the index; its backward gathers
+      // the gradient into a fresh [E, L] (docs/validation-trainers.md §1).
+      rule(p, OpKind::zeros).output_materialized = false;
+    }
     rule(p, OpKind::mse_loss).output_sized_like_input = 0;
     rule(p, OpKind::gather).backward_scratch_copies = 1;
     p.accumulate_out_of_place = true;

@@ -1,5 +1,6 @@
 #include "actmem/model.h"
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <limits>
@@ -22,10 +23,33 @@ namespace {
 const std::vector<std::string> kPresets{"graphcast", "graphcast-small", "graphcast-operational"};
 
 const std::vector<std::string> kFields{
-    "name", "description", "architecture", "resolution_deg", "mesh_level", "radius_query_fraction",
+    "name", "description", "architecture", "implementation", "concat_trick", "resolution_deg", "mesh_level",
+    "radius_query_fraction",
     "grid_nodes", "mesh_nodes", "grid2mesh_edges", "mesh_edges", "mesh2grid_edges",
     "latent_size", "mlp_hidden_layers", "processor_steps", "grid_input_features",
     "mesh_input_features", "edge_features", "output_features", "fingerprint", "parameter_count"};
+
+constexpr std::array<Implementation, 3> kImplementations{Implementation::deepmind, Implementation::physicsnemo,
+                                                        Implementation::anemoi};
+
+// `implementation` (default deepmind) and `concat_trick` (default false,
+// PhysicsNeMo's knob: only with implementation physicsnemo).
+void read_implementation(const detail::FieldReader& in, ModelDescription& m) {
+  if (in.has("implementation")) {
+    const std::string text = in.string("implementation");
+    std::vector<std::string> names;
+    for (Implementation i : kImplementations) names.push_back(to_string(i));
+    const auto found = std::find(names.begin(), names.end(), text);
+    if (found == names.end())
+      in.fail("implementation", fmt::format("expected one of \"{}\", got {}{}", fmt::join(names, "\", \""),
+                                            detail::describe(in.value("implementation")), did_you_mean(text, names)));
+    m.implementation = kImplementations[static_cast<std::size_t>(found - names.begin())];
+  }
+  m.concat_trick = in.has("concat_trick") && in.boolean("concat_trick");
+  if (m.concat_trick && m.implementation != Implementation::physicsnemo)
+    in.fail("concat_trick", fmt::format("concat_trick is PhysicsNeMo's knob: expected implementation \"physicsnemo\" "
+                                        "with it, got \"{}\"", to_string(m.implementation)));
+}
 
 struct CountField {
   const char* key;
@@ -110,6 +134,15 @@ void check_derived_fields(const detail::FieldReader& in, const ModelDescription&
 
 }  // namespace
 
+std::string to_string(Implementation implementation) {
+  switch (implementation) {
+    case Implementation::deepmind: return "deepmind";
+    case Implementation::physicsnemo: return "physicsnemo";
+    case Implementation::anemoi: return "anemoi";
+  }
+  return "unknown";
+}
+
 std::vector<std::string> preset_names() { return kPresets; }
 
 ModelDescription model_from_json(const nlohmann::json& document, const std::string& source) {
@@ -121,6 +154,7 @@ ModelDescription model_from_json(const nlohmann::json& document, const std::stri
   m.architecture = in.string("architecture");
   if (m.architecture != "graphcast")
     in.fail("architecture", fmt::format("expected \"graphcast\", got {}", detail::describe(in.value("architecture"))));
+  read_implementation(in, m);
   m.resolution_deg = in.optional_positive_number("resolution_deg");
   if (in.has("mesh_level")) m.mesh_level = in.non_negative_int("mesh_level", kMaxMeshLevel);
   m.radius_query_fraction = in.optional_positive_number("radius_query_fraction");
@@ -166,6 +200,10 @@ nlohmann::json to_json(const ModelDescription& m) {
   nlohmann::json j;
   j["name"] = m.name;
   j["architecture"] = m.architecture;
+  // Written only where not the default: descriptions of DeepMind's
+  // GraphCast read as they did before implementations were told apart.
+  if (m.implementation != Implementation::deepmind) j["implementation"] = to_string(m.implementation);
+  if (m.concat_trick) j["concat_trick"] = true;
   if (m.resolution_deg) j["resolution_deg"] = *m.resolution_deg;
   if (m.mesh_level) j["mesh_level"] = *m.mesh_level;
   if (m.radius_query_fraction) j["radius_query_fraction"] = *m.radius_query_fraction;
@@ -193,6 +231,10 @@ std::string fingerprint(const ModelDescription& m) {
   for (std::int64_t v : {m.latent_size, m.mlp_hidden_layers, m.processor_steps, m.grid_input_features,
                          m.mesh_input_features, m.edge_features, m.output_features})
     mix(v);
+  // Only where not the default, so that every digest made before the field
+  // existed (DeepMind's GraphCast) still holds.
+  if (m.implementation != Implementation::deepmind) mix(static_cast<std::int64_t>(m.implementation));
+  if (m.concat_trick) mix(-1);
   return fmt::format("{:016x}", hash);
 }
 

@@ -21,13 +21,17 @@ std::int64_t mlp_parameters(std::int64_t in, std::int64_t latent, std::int64_t o
 std::int64_t parameter_count(const ModelDescription& m) {
   const std::int64_t L = m.latent_size;
   auto mlp = [&](std::int64_t in) { return mlp_parameters(in, L, L, m.mlp_hidden_layers, true); };
+  // anemoi's forward mapper updates its grid nodes with the mesh nodes' MLP
+  // (node_mlp on cat([x, x])): no grid-node MLP of its own.
+  const std::int64_t grid_node_mlp = m.implementation == Implementation::anemoi ? 0 : mlp(L);
   const std::int64_t encoder = mlp(m.grid_input_features) + mlp(m.mesh_input_features) + mlp(m.edge_features) +
-                               mlp(3 * L) /* edges */ + mlp(2 * L) /* mesh nodes */ + mlp(L) /* grid nodes */;
+                               mlp(3 * L) /* edges */ + mlp(2 * L) /* mesh nodes */ + grid_node_mlp;
   const std::int64_t mesh_edge_embed = mlp(m.edge_features);
   const std::int64_t processor = m.processor_steps * (mlp(3 * L) + mlp(2 * L));
-  // The decoder's mesh-node MLP receives no edges (input L) and its output is
-  // discarded; its parameters exist all the same.
-  const std::int64_t decoder = mlp(m.edge_features) + mlp(3 * L) + mlp(2 * L) + mlp(L) +
+  // DeepMind's decoder builds a mesh-node MLP that receives no edges (input
+  // L) and whose output it discards; its parameters exist all the same.
+  const std::int64_t unused_mesh_mlp = m.implementation == Implementation::deepmind ? mlp(L) : 0;
+  const std::int64_t decoder = mlp(m.edge_features) + mlp(3 * L) + mlp(2 * L) + unused_mesh_mlp +
                                mlp_parameters(L, L, m.output_features, m.mlp_hidden_layers, false);
   return encoder + mesh_edge_embed + processor + decoder;
 }

@@ -9,7 +9,7 @@ namespace actmem::detail {
 
 ReplayGraph::ReplayGraph(const CostGraph& g)
     : graph(g),
-      profile(memory_profile(g.run().framework, g.run().dtype)),
+      profile(memory_profile(g.run().framework, g.run().dtype, g.model().implementation)),
       stage_count(static_cast<int>(g.stages().size())) {
   const auto ops = g.ops();
   op_key.resize(ops.size());

@@ -59,10 +59,12 @@ bool translate(const ReplayGraph& rg, int step, int base, int stage, int offset,
     const Op& x = g.op(a[i]);
     const Op& y = g.op(b[i]);
     if (x.kind != y.kind || x.edge_update != y.edge_update || x.inputs.size() != y.inputs.size() ||
-        x.outputs.size() != y.outputs.size())
+        x.outputs.size() != y.outputs.size() || x.releases_held.size() != y.releases_held.size())
       return false;
     for (std::size_t k = 0; k < x.inputs.size(); ++k)
       if (!pair(x.inputs[k], y.inputs[k])) return false;
+    for (std::size_t k = 0; k < x.releases_held.size(); ++k)
+      if (!pair(x.releases_held[k], y.releases_held[k])) return false;
     for (std::size_t k = 0; k < x.outputs.size(); ++k)
       if (!pair(x.outputs[k], y.outputs[k])) return false;
   }

@@ -8,6 +8,8 @@ tiny='{"name": "tiny", "architecture": "graphcast", "grid_nodes": 2000, "mesh_no
  "grid_input_features": 20, "mesh_input_features": 20, "edge_features": 4, "output_features": 10}'
 echo "$tiny" >"$work/tiny.json"
 sed 's/"grid_nodes": 2000/"grid_nodes": -5/' "$work/tiny.json" >"$work/negative.json"
+sed 's/"architecture": "graphcast"/"architecture": "graphcast", "implementation": "anemio"/' "$work/tiny.json" >"$work/implementation.json"
+sed 's/"architecture": "graphcast"/"architecture": "graphcast", "concat_trick": true/' "$work/tiny.json" >"$work/trick.json"
 printf '{"name": "broken",\n  "grid_nodes": 12,,\n}\n' >"$work/broken.json"
 echo '{"checkpoints": [{"from": "encoder", "to": "processor.1"}, {"from": "processor.0", "to": "decoder"}]}' >"$work/overlap.json"
 echo '{"checkpoints": [], "edge_blocks": {"encoder": 0}}' >"$work/zero.json"
@@ -19,6 +21,10 @@ check_error "simulate: unknown option '--bugdet' (did you mean '--budget'?); see
 check_error "--model: 'graphcats' is neither a preset (graphcast, graphcast-small, graphcast-operational) nor a readable file (did you mean 'graphcast'?)" \
   simulate --model graphcats
 check_error "$work/negative.json: /grid_nodes: expected a positive integer, got -5" simulate --model "$work/negative.json"
+check_error "$work/implementation.json: /implementation: expected one of \"deepmind\", \"physicsnemo\", \"anemoi\", got \"anemio\" (did you mean 'anemoi'?)" \
+  simulate --model "$work/implementation.json"
+check_error "$work/trick.json: /concat_trick: concat_trick is PhysicsNeMo's knob: expected implementation \"physicsnemo\" with it, got \"deepmind\"" \
+  simulate --model "$work/trick.json"
 check_error "$work/broken.json:2:20: invalid JSON: syntax error while parsing object key - unexpected ','; expected string literal" \
   simulate --model "$work/broken.json"
 check_error "--budget: expected a positive byte size such as 32GiB, 30GB or 512MiB, got 'lots'" \

@@ -74,6 +74,17 @@ struct Op {
   double forward_flops = 0;
   double backward_flops = 0;
   bool edge_update = false;
+  // Tensors a name in the trainer's code holds past their last use, until
+  // this op has run (a Python local that lives to its function's return;
+  // docs/cost-model.md §2). Each is one more forward use, let go when this
+  // op's forward is done, in whichever execution (the forward pass or a
+  // recomputation) made the tensor. Not an input: nothing is saved, no
+  // gradient flows, no checkpoint keeps it. Contract (CostGraphBuilder
+  // checks it): each is made earlier in the same step and stage, and
+  // neither this op nor the tensor's producer is inside an edge update
+  // other than as its output, so that one stage's replay (the solver's) sees
+  // the whole hold and edge blocks never split it.
+  std::vector<TensorId> releases_held;
 };
 
 class CostGraph {
@@ -135,12 +146,17 @@ class CostGraphBuilder {
 
   TensorId add_tensor(Tensor tensor);
   OpId add_op(Op op);
+  // One more hold (Op::releases_held) let go after op `at`.
+  void hold_until(OpId at, TensorId tensor) {
+    graph_.ops_[static_cast<std::size_t>(at)].releases_held.push_back(tensor);
+  }
   const Tensor& tensor(TensorId id) const { return graph_.tensor(id); }
 
   CostGraph finish();
 
  private:
   void check_bytes(const Tensor& tensor);
+  void check_holds() const;
 
   CostGraph graph_;
   std::int64_t total_bytes_ = 0;

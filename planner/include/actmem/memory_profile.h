@@ -1,8 +1,9 @@
 #pragma once
 // What a framework keeps for the backward pass, op by op, and how its
 // backward pass allocates gradients. The PyTorch rules were measured on
-// Debian's torch 1.13 (docs/pytorch-memory-profile.md); the JAX rules are
-// assumptions about XLA documented in docs/cost-model.md.
+// Debian's torch 1.13 (docs/pytorch-memory-profile.md) and on torch 2.10 in
+// PhysicsNeMo's and anemoi's own models (docs/validation-trainers.md); the JAX
+// rules are read off XLA:TPU (docs/cost-model.md).
 
 #include <cstdint>
 
@@ -68,7 +69,9 @@ struct MemoryProfile {
   const OpMemoryRule& rule(OpKind kind) const { return rules[static_cast<int>(kind)]; }
 };
 
-// The profile of a framework for activations of the given dtype.
-MemoryProfile memory_profile(Framework framework, DType dtype);
+// The profile of a framework for activations of the given dtype, with the
+// rules of the ops the implementation runs where they differ (PyTorch: how
+// it aggregates, docs/cost-model.md §2).
+MemoryProfile memory_profile(Framework framework, DType dtype, Implementation implementation);
 
 }  // namespace actmem

@@ -19,9 +19,32 @@
 
 namespace actmem {
 
+// Whose code trains the network: the op sequence of one training step
+// differs between implementations of the same architecture in ways that
+// change what is kept for the backward pass (docs/cost-model.md §1, the
+// implementation rows; docs/validation-trainers.md measures each).
+//   deepmind     DeepMind's graphcast code, as integrations/pytorch and
+//                integrations/jax write it: the default, the only one before
+//                implementations were told apart.
+//   physicsnemo  NVIDIA PhysicsNeMo's GraphCastNet: PyG scatter aggregation,
+//                the processor's edge residual before it aggregates, no
+//                unused decoder mesh-node MLP; optionally its concat_trick.
+//   anemoi       ECMWF anemoi's GNN encoder, processor and decoder: PyG
+//                scatter aggregation, an edge residual in every message
+//                passing, and the encoder's grid nodes updated by the shared
+//                node MLP on cat([x, x]).
+enum class Implementation { deepmind, physicsnemo, anemoi };
+
+std::string to_string(Implementation implementation);
+
 struct ModelDescription {
   std::string name;
   std::string architecture = "graphcast";  // encoder–processor–decoder GNN
+  Implementation implementation = Implementation::deepmind;
+  // PhysicsNeMo's do_concat_trick (implementation physicsnemo only): each
+  // edge MLP's first linear split per input, the node parts projected before
+  // they are gathered, the three summed per edge; no [E, 3L] concatenation.
+  bool concat_trick = false;
 
   // Geometry the counts were (or may be) computed from.
   std::optional<double> resolution_deg;
@@ -59,11 +82,14 @@ ModelDescription model_from_json(const nlohmann::json& document, const std::stri
 nlohmann::json to_json(const ModelDescription& model);
 
 // A stable hex digest of every field that affects cost (counts, widths,
-// depth; not the name). Plans carry it to refuse being applied to another model.
+// depth, and the implementation and concat_trick where they are not the
+// defaults, so that digests made before they existed still hold; not the name). Plans carry it to refuse being applied to another model.
 std::string fingerprint(const ModelDescription& model);
 
-// Trainable parameters, counted from the layer structure (docs/model-format.md),
-// including the decoder's mesh-node MLP whose output the code discards.
+// Trainable parameters, counted from the layer structure of the model's
+// implementation (docs/model-format.md): DeepMind's includes the decoder's
+// mesh-node MLP whose output its code discards; anemoi's encoder shares one
+// node MLP between mesh and grid nodes.
 std::int64_t parameter_count(const ModelDescription& model);
 
 }  // namespace actmem
