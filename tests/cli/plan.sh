@@ -57,7 +57,7 @@ cat >"$work/physicsnemo.json" <<'JSON'
  "mesh_input_features": 20, "edge_features": 4, "output_features": 10}
 JSON
 i=0
-for args in "--model $work/physicsnemo.json --device a100-80gb --framework pytorch --budget 1.05GiB" \
+for args in "--model $work/physicsnemo.json --device a100-80gb --framework pytorch --budget 1.05GiB --headroom 0" \
             "--model graphcast --device tpu-v4" \
             "--model graphcast-small --device rtx4090-24gb --framework pytorch" \
             "--model graphcast-operational --device h100-80gb --rollout 4" \
@@ -150,9 +150,12 @@ json.dump(anemoi["plan"], open(sys.argv[2], "w"))
 model = {k: v for k, v in doc["model"].items() if k not in ("fingerprint", "parameter_count")}
 json.dump(dict(model, implementation="anemoi"), open(sys.argv[3], "w"))
 PY
+# The plan file's budget: the A100's memory less plan's headroom.
+budget=$(/usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["budget_bytes"])' "$work/a100.json")
 for implementation in anemoi deepmind; do
   model=$([ $implementation = anemoi ] && echo "$work/anemoi-model.json" || echo graphcast)
-  "$actmem" simulate --model "$model" --device a100-40gb --framework pytorch --plan "$work/anemoi-plan.json" --json \
+  "$actmem" simulate --model "$model" --device a100-40gb --budget "${budget}B" --framework pytorch \
+    --plan "$work/anemoi-plan.json" --json \
     >"$work/anemoi-sim-$implementation.json" || [ $? -eq 1 ] || fail "simulate the anemoi plan ($implementation)"
 done
 /usr/bin/python3 - "$work/a100.json" "$work/anemoi-sim-anemoi.json" "$work/anemoi-sim-deepmind.json" <<'PY' ||
