@@ -36,8 +36,9 @@ import time
 from dataclasses import asdict, dataclass
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path[:0] = [HERE, os.path.dirname(HERE)]
 import judge  # noqa: E402  (sets the environment JAX needs before it loads)
+from validation_store import read_results, write_results, write_table  # noqa: E402
 
 MODELS = os.path.join(HERE, "models")
 GIB = 2**30
@@ -257,34 +258,6 @@ def table(results: list[dict], predictions: list[dict], tolerance: float) -> str
     return "\n".join(rows) + "\n"
 
 
-BEGIN, END = "<!-- validation table: written by integrations/jax/validate.py -->", "<!-- end of table -->"
-
-
-def write_table(path: str, text: str) -> None:
-    """Replaces the table between the markers in `path` (or writes the file with them)."""
-    block = f"{BEGIN}\n{text}{END}"
-    old = open(path).read() if os.path.exists(path) else ""
-    if BEGIN in old and END in old:
-        block = old[:old.index(BEGIN)] + block + old[old.index(END) + len(END):]
-    with open(path + ".tmp", "w") as f:
-        f.write(block if old else block + "\n")
-    os.replace(path + ".tmp", path)
-
-
-def read_results(path: str) -> list[dict]:
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def write_results(path: str, results: list[dict]) -> None:
-    """All results, one JSON line each, replacing `path` whole."""
-    with open(path + ".tmp", "w") as f:
-        f.writelines(json.dumps(r) + "\n" for r in results)
-    os.replace(path + ".tmp", path)
-
-
 def parse_args(argv):
     p = judge.Parser(prog="validate.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--subset", choices=("ci", "full"), default="full", help="ci: the small models only")
@@ -341,7 +314,7 @@ def main(argv=None) -> int:
               f"({100 * error(r, p):+.1f}%), verdicts {p['fits']}/{xla_fits(r)[0]}"
               f"{f' (known gap: {gap})' if gap and not passes(r, p, tolerance) else ''}", flush=True)
     if args.table:
-        write_table(args.table, table(measured, predictions, tolerance))
+        write_table(args.table, table(measured, predictions, tolerance), "integrations/jax/validate.py")
     return 0 if ok else 1
 
 

@@ -44,6 +44,9 @@ import time
 from dataclasses import asdict, dataclass, field
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+import validation_store  # noqa: E402
+from validation_store import write_results  # noqa: E402
 AFTER_FORWARD_TOLERANCE = 0.03
 PEAK_TOLERANCE = 0.10
 KNOWN_GAP_DRIFT = 0.01  # a known gap holds while its errors stay within 1 percentage point of the recorded ones
@@ -214,35 +217,11 @@ def table(results: list[dict], predictions: list[dict]) -> str:
     return "\n".join(rows) + "\n"
 
 
-BEGIN, END = "<!-- validation table: written by integrations/trainers/validate.py -->", "<!-- end of table -->"
-
-
-def write_table(path: str, text: str) -> None:
-    """Replaces the table between the markers in `path` (or writes the file with them)."""
-    block = f"{BEGIN}\n{text}{END}"
-    old = open(path).read() if os.path.exists(path) else ""
-    if BEGIN in old and END in old:
-        block = old[:old.index(BEGIN)] + block + old[old.index(END) + len(END):]
-    with open(path + ".tmp", "w") as f:
-        f.write(block if old else block + "\n")
-    os.replace(path + ".tmp", path)
-
-
 def read_results(path: str) -> list[dict]:
-    if not os.path.exists(path):
-        return []
     try:
-        with open(path) as f:
-            return [json.loads(line) for line in f if line.strip()]
+        return validation_store.read_results(path)
     except (OSError, ValueError) as error:
         raise UsageError(f"{path}: {error}")
-
-
-def write_results(path: str, results: list[dict]) -> None:
-    """All results, one JSON line each, replacing `path` whole."""
-    with open(path + ".tmp", "w") as f:
-        f.writelines(json.dumps(r) + "\n" for r in results)
-    os.replace(path + ".tmp", path)
 
 
 def parse_args(argv):
@@ -310,7 +289,7 @@ def run(args) -> int:
         ok &= good
         print(f"{r['case']['name']}: after forward {100 * e[0]:+.2f}%, peak {100 * e[1]:+.2f}%: {what}", flush=True)
     if args.table:
-        write_table(args.table, table(results, predictions))
+        validation_store.write_table(args.table, table(results, predictions), "integrations/trainers/validate.py")
     return 0 if ok else 1
 
 

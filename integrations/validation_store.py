@@ -1,0 +1,39 @@
+"""The stored side of a validation (integrations/*/validate.py): each
+measured case as one JSON line, and the Markdown table a doc carries
+between markers that name the script writing it. Files are replaced whole
+(written aside, then renamed), so an interrupted run leaves the old ones."""
+from __future__ import annotations
+
+import json
+import os
+
+END = "<!-- end of table -->"
+
+
+def read_results(path: str) -> list[dict]:
+    """Every stored case; [] when there is no file. OSError or ValueError
+    (a line that is not JSON) go to the caller."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def write_results(path: str, results: list[dict]) -> None:
+    """All results, one JSON line each, replacing `path` whole."""
+    with open(path + ".tmp", "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in results)
+    os.replace(path + ".tmp", path)
+
+
+def write_table(path: str, text: str, writer: str) -> None:
+    """Replaces the table between the markers `writer` (a script's path in
+    the repository) writes in `path`, or writes the file with them."""
+    begin = f"<!-- validation table: written by {writer} -->"
+    block = f"{begin}\n{text}{END}"
+    old = open(path).read() if os.path.exists(path) else ""
+    if begin in old and END in old:
+        block = old[:old.index(begin)] + block + old[old.index(END) + len(END):]
+    with open(path + ".tmp", "w") as f:
+        f.write(block if old else block + "\n")
+    os.replace(path + ".tmp", path)
