@@ -25,16 +25,15 @@ nlohmann::json plan_json(const Plan& plan, const CostGraph& graph) {
 }
 
 // The timeline as Python values, row by row: never one JSON value of every
-// row, whose destruction allocates and, memory exhausted, aborted the
-// interpreter (std::bad_alloc in a destructor); here an allocation failure
-// is a MemoryError. The GIL must be held.
+// row, which would double the memory the timeline takes. The GIL must be held.
 py::list timeline_rows(const Report& report) {
-  py::list rows;
+  py::list rows = new_list();
   for (const TimelinePoint& p : report.timeline) {
     nlohmann::json point = to_json(p.at);
+    const ReleaseOnExit released(point);
     point["live"] = to_json(p.live);
     point["total_bytes"] = p.live.total();
-    rows.append(from_json(point));
+    rows.append(to_python(std::move(point)));
   }
   return rows;
 }
@@ -57,6 +56,7 @@ py::object fits_py(py::object model, py::object device, py::object memory, py::o
   const Target t = target_from(arguments(model, device, memory, budget, batch, rollout, dtype, framework, optimizer));
   const SolverOptions options = solver_options(nested_regions);
   nlohmann::json out;
+  const ReleaseOnExit released(out);  // JSON values here are released without allocating (py_json.h)
   {
     const py::gil_scoped_release unlocked;
     const FitAnswer a = fits(*t.graph, t.device, t.budget_bytes, options);
@@ -69,7 +69,7 @@ py::object fits_py(py::object model, py::object device, py::object memory, py::o
            {"description", describe(a.plan, t.graph->stages())},
            {"report", to_json(a.report)}};
   }
-  return from_json(out);
+  return to_python(std::move(out));
 }
 
 py::object plan_py(py::object model, py::object device, py::object memory, py::object budget, py::object batch,
@@ -78,13 +78,15 @@ py::object plan_py(py::object model, py::object device, py::object memory, py::o
   const Target t = target_from(arguments(model, device, memory, budget, batch, rollout, dtype, framework, optimizer));
   const SolverOptions options = solver_options(nested_regions);
   nlohmann::json document;
+  const ReleaseOnExit released(document);
   {
     const py::gil_scoped_release unlocked;
     const Solution s = solve(*t.graph, t.device, t.budget_bytes, options);
-    const nlohmann::json exports = trainer_exports(*t.graph, t.device, t.budget_bytes, s.plan, s.report);
+    nlohmann::json exports = trainer_exports(*t.graph, t.device, t.budget_bytes, s.plan, s.report);
+    const ReleaseOnExit released_exports(exports);
     document = plan_document_json(*t.graph, t.device, t.budget_bytes, s.plan, s.report, exports);
   }
-  return from_json(document);
+  return to_python(std::move(document));
 }
 
 py::object simulate_py(py::object model, py::object device, py::object memory, py::object budget, py::object batch,
@@ -95,17 +97,15 @@ py::object simulate_py(py::object model, py::object device, py::object memory, p
   SimulationOptions options;
   options.record_timeline = flag_from(timeline, "timeline");
   Report r;
-  py::object result;
+  nlohmann::json out;
+  const ReleaseOnExit released(out);
   {
-    nlohmann::json out;
-    {
-      const py::gil_scoped_release unlocked;
-      r = simulate(*t.graph, t.device, t.budget_bytes, p, options);
-      out = to_json(r);
-      out["plan"] = plan_json(p, *t.graph);
-    }
-    result = from_json(out);
-  }  // `out` is destroyed before the timeline takes the memory: destroying it allocates
+    const py::gil_scoped_release unlocked;
+    r = simulate(*t.graph, t.device, t.budget_bytes, p, options);
+    out = to_json(r);
+    out["plan"] = plan_json(p, *t.graph);
+  }
+  py::object result = to_python(std::move(out));
   if (options.record_timeline) result["timeline"] = timeline_rows(r);
   return result;
 }
@@ -116,6 +116,7 @@ py::object pareto_py(py::object model, py::object device, py::object memory, py:
   const Target t = target_from(arguments(model, device, memory, budget, batch, rollout, dtype, framework, optimizer));
   const SolverOptions options = solver_options(nested_regions);
   nlohmann::json points = nlohmann::json::array();
+  const ReleaseOnExit released(points);
   {
     const py::gil_scoped_release unlocked;
     for (const ParetoPoint& p : pareto_frontier(*t.graph, t.device, options)) {
@@ -128,7 +129,7 @@ py::object pareto_py(py::object model, py::object device, py::object memory, py:
                         {"report", to_json(r)}});
     }
   }
-  return from_json(points);
+  return to_python(std::move(points));
 }
 
 // Defines a function taking the run arguments (py_inputs.h), then `extra`.
@@ -155,28 +156,29 @@ PYBIND11_MODULE(actmem, m) {
   register_errors(m);
 
   m.def(
-      "models", [] { return from_json(preset_names()); }, "Names of the built-in model presets.");
+      "models", [] { return to_python(preset_names()); }, "Names of the built-in model presets.");
   m.def(
       "model",
       [](py::object model) {
         const ModelDescription description = model_from(model);
         nlohmann::json j = to_json(description);
+        const ReleaseOnExit released(j);
         j["fingerprint"] = fingerprint(description);
         j["parameter_count"] = parameter_count(description);
-        return from_json(j);
+        return to_python(std::move(j));
       },
       "The model description (preset, file or dict) as a dict, with its fingerprint and parameter count.",
       "model"_a = "graphcast");
   m.def(
       "devices",
       [] {
-        py::list list;
-        for (const Device& d : device_catalog()) list.append(from_json(to_json(d)));
+        py::list list = new_list();
+        for (const Device& d : device_catalog()) list.append(to_python(to_json(d)));
         return list;
       },
       "The device catalog: a list of dicts (id, name, memory_bytes, reserve_bytes, FLOP/s, bandwidth, source).");
   m.def(
-      "device", [](py::object device) { return from_json(to_json(device_from(device))); },
+      "device", [](py::object device) { return to_python(to_json(device_from(device))); },
       "A device (catalog id, file or dict) as a dict.", "device"_a);
 
   def_planning(m, "fits", &fits_py,

@@ -101,28 +101,72 @@ nlohmann::json to_json(py::handle value, const std::string& source, const std::s
   return to_json_at(value, source, pointer, 0);
 }
 
-py::object from_json(const nlohmann::json& value) {
+namespace {
+
+// A new reference from the C API, or the Python error it set: pybind11's
+// own constructors (py::dict(), py::str(…)) turn a failed allocation into
+// RuntimeError, where Python raises MemoryError.
+py::object created(PyObject* object) {
+  if (object == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(object);
+}
+
+py::object python_of(const nlohmann::json& value) {
   switch (value.type()) {
     case nlohmann::json::value_t::null: return py::none();
     case nlohmann::json::value_t::boolean: return py::bool_(value.get<bool>());
-    case nlohmann::json::value_t::number_integer: return py::int_(value.get<std::int64_t>());
-    case nlohmann::json::value_t::number_unsigned: return py::int_(value.get<std::uint64_t>());
-    case nlohmann::json::value_t::number_float: return py::float_(value.get<double>());
-    case nlohmann::json::value_t::string: return py::str(value.get_ref<const std::string&>());
+    case nlohmann::json::value_t::number_integer: return created(PyLong_FromLongLong(value.get<std::int64_t>()));
+    case nlohmann::json::value_t::number_unsigned:
+      return created(PyLong_FromUnsignedLongLong(value.get<std::uint64_t>()));
+    case nlohmann::json::value_t::number_float: return created(PyFloat_FromDouble(value.get<double>()));
+    case nlohmann::json::value_t::string: {
+      const std::string& text = value.get_ref<const std::string&>();
+      return created(PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), nullptr));
+    }
     case nlohmann::json::value_t::array: {
-      py::list list;
-      for (const nlohmann::json& item : value) list.append(from_json(item));
+      const py::object list = created(PyList_New(0));
+      for (const nlohmann::json& item : value) {
+        if (PyList_Append(list.ptr(), python_of(item).ptr()) != 0) throw py::error_already_set();
+      }
       return list;
     }
     case nlohmann::json::value_t::object: {
-      py::dict dict;
-      for (const auto& [key, item] : value.items()) dict[py::str(key)] = from_json(item);
+      const py::object dict = created(PyDict_New());
+      for (const auto& [key, item] : value.items()) {
+        const py::object name = created(PyUnicode_DecodeUTF8(key.data(), static_cast<Py_ssize_t>(key.size()), nullptr));
+        if (PyDict_SetItem(dict.ptr(), name.ptr(), python_of(item).ptr()) != 0) throw py::error_already_set();
+      }
       return dict;
     }
     case nlohmann::json::value_t::binary:
     case nlohmann::json::value_t::discarded: break;
   }
   return py::none();
+}
+
+}  // namespace
+
+void release(nlohmann::json& value) noexcept {
+  if (value.is_array()) {
+    auto& items = value.get_ref<nlohmann::json::array_t&>();
+    while (!items.empty()) {
+      release(items.back());
+      items.pop_back();
+    }
+  } else if (value.is_object()) {
+    auto& members = value.get_ref<nlohmann::json::object_t&>();
+    while (!members.empty()) {
+      release(members.begin()->second);
+      members.erase(members.begin());
+    }
+  }
+}
+
+py::list new_list() { return py::reinterpret_steal<py::list>(created(PyList_New(0)).release()); }
+
+py::object to_python(nlohmann::json&& value) {
+  const ReleaseOnExit released(value);
+  return python_of(value);
 }
 
 }  // namespace actmem::python
