@@ -50,16 +50,24 @@ def test_the_ci_cases_measure_now_as_stored(tmp_path):
 
 def test_verdicts():
     """Within tolerance passes; outside it fails unless a known gap that has not moved."""
-    assert validate.verdict("no such case", (0.029, -0.099))[0]
-    assert not validate.verdict("no such case", (0.031, 0.0))[0]
-    assert not validate.verdict("no such case", (0.0, 0.11))[0]
+    big = 10**6  # bytes after forward: 3% is far above the method's resolution
+    assert validate.verdict("no such case", (0.029, -0.099), big)[0]
+    assert not validate.verdict("no such case", (0.031, 0.0), big)[0]
+    assert not validate.verdict("no such case", (0.0, 0.11), big)[0]
     validate.KNOWN_GAPS["a gap"] = (0.12, 0.05, "why")
     try:
-        assert validate.verdict("a gap", (0.125, 0.055)) == (True, "known gap: why")
-        assert not validate.verdict("a gap", (0.135, 0.05))[0]
-        assert validate.verdict("a gap", (0.01, 0.05))[1].startswith("passes (listed as a known gap")
+        assert validate.verdict("a gap", (0.125, 0.055), big) == (True, "known gap: why")
+        assert not validate.verdict("a gap", (0.135, 0.05), big)[0]
+        assert validate.verdict("a gap", (0.01, 0.05), big)[1].startswith("passes (listed as a known gap")
     finally:
         del validate.KNOWN_GAPS["a gap"]
+
+
+def test_a_few_kilobytes_after_forward_are_the_methods_resolution():
+    """Below 4 KiB the tolerance is the method's resolution (4,096 B), not 3%; above, 3% as before."""
+    assert validate.verdict("no such case", (-1680 / 38544, 0.0), 38544)[0]
+    assert not validate.verdict("no such case", (-4200 / 38544, 0.0), 38544)[0]
+    assert not validate.verdict("no such case", (-0.031, 0.0), 200_000)[0]
 
 
 @pytest.mark.parametrize("args,message", [
