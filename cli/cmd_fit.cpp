@@ -52,7 +52,8 @@ int run_fit(const Args& args) {
     out["headroom_bytes"] = headroom;
     out["plan"] = plan_to_json(solution.plan, graph.stages());
     out["min_peak_bytes"] = solution.min_peak_bytes;
-    out["no_checkpoint_peak_bytes"] = baseline.peak_bytes;
+    // null where actmem does not model the memory without checkpoints (J11).
+    out["no_checkpoint_peak_bytes"] = baseline.memory_modelled ? nlohmann::json(baseline.peak_bytes) : nlohmann::json();
     out["no_checkpoint_step_time_s"] = baseline.step_time_s;
     out["devices_that_fit"] = fitting;
     print_json(out);
@@ -76,7 +77,8 @@ int run_fit(const Args& args) {
     std::cout << "plan: " << describe(solution.plan, graph.stages()) << '\n';
     std::cout << fmt::format("recompute overhead: +{:.1f}% FLOPs; step time {} (without checkpoints {}, needing {})\n",
                              100.0 * r.recompute_overhead(), format_seconds(r.step_time_s),
-                             format_seconds(baseline.step_time_s), format_bytes(baseline.peak_bytes));
+                             format_seconds(baseline.step_time_s),
+                             baseline.memory_modelled ? format_bytes(baseline.peak_bytes) : "memory not modelled");
   } else {
     std::cout << fmt::format("DOES NOT FIT: the least memory any plan needs is {} (budget {})\n{}",
                              format_bytes(solution.min_peak_bytes), format_bytes(budget), describe_compiler_remat(r));

@@ -82,6 +82,7 @@ std::vector<std::vector<Region>> all_structures(int n, bool nested) {
 
 // Whether each rollout step runs under a checkpoint: a choice at rollout > 1.
 std::vector<bool> step_checkpoint_choices(const CostGraph& g) {
+  if (!memory_modelled(g.run(), empty_plan(g.stages()))) return {true};
   return g.run().rollout > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false};
 }
 

@@ -82,6 +82,7 @@ def cases() -> list[Case]:
         ("graphcast-operational", "every:4", 1, False, "bfloat16", 1),
         ("graphcast-operational", "deepmind", 2, True, "bfloat16", 1),
         ("graphcast", "actmem", 1, False, "bfloat16", 1), ("graphcast", "actmem", 12, False, "bfloat16", 1),
+        ("graphcast-small", "none", 2, False, "bfloat16", 1), ("mid", "none", 2, False, "bfloat16", 1),
     )
     out = [Case(f"{m} {p} r{r}{' step' if sc else ''} {d} b{b}", m, p, d, b, r, sc) for m, p, r, sc, d, b in spec]
     for plan, rollout, step_ckpt, dtype, batch in (("none", 1, False, "bfloat16", 1),
@@ -111,6 +112,12 @@ KNOWN_GAPS = {
     "mid nested r2 step bfloat16 b1": "+16%: nested regions inside a step checkpoint; not yet explained "
                                       "(graphcast +7.9%, graphcast-small +4.7%)",
     "graphcast-small full r1 bfloat16 b1": "-9%: not yet explained",
+    "graphcast-small none r2 bfloat16 b1": "a scanned rollout without step checkpoints stacks JAX's own residuals "
+                                           "of every stage outside a checkpoint (float32 LayerNorm intermediates, "
+                                           "the MLP inputs' concatenations), not XLA's fused ones (J11); not modelled",
+    "mid none r2 bfloat16 b1": "as graphcast-small none r2 (J11): XLA's loop stacks 12.4 GiB of residuals; not modelled",
+    "graphcast deepmind r4 bfloat16 b1": "not judged: a rollout without step checkpoints (J11); -4.8%",
+    "mid deepmind:4 r2 float32 b2": "not judged: a rollout without step checkpoints (J11); +4.9%",
 }
 
 
@@ -212,7 +219,7 @@ def predict(result: dict) -> dict:
     b = report["breakdown"]
     outside = b["reserved"] + b["parameters"] + b["optimizer_state"] + b["inputs"]
     return {"bytes": report["peak_bytes"] - outside, "floor_bytes": report["compiler_floor_bytes"] - outside,
-            "fits": report["fits"], "peak_at": report["peak_at"]}
+            "fits": report["fits"], "judged": report.get("memory_modelled", True), "peak_at": report["peak_at"]}
 
 
 def xla_bytes(r: dict) -> int:
@@ -238,8 +245,9 @@ def error(r: dict, p: dict) -> float:
 
 
 def passes(r: dict, p: dict, tolerance: float) -> bool:
-    """The same verdict, and the temporaries as written within the tolerance."""
-    return p["fits"] == xla_fits(r)[0] and abs(error(r, p)) <= tolerance
+    """actmem judges the case (docs/cost-model.md J11), with the same verdict, and the
+    temporaries as written within the tolerance."""
+    return p.get("judged", True) and p["fits"] == xla_fits(r)[0] and abs(error(r, p)) <= tolerance
 
 
 def table(results: list[dict], predictions: list[dict], tolerance: float) -> str:
@@ -254,7 +262,8 @@ def table(results: list[dict], predictions: list[dict], tolerance: float) -> str
         mark = "" if passes(r, p, tolerance) else " ✗"
         rows.append(f"| {r['case']['name']} | {p['bytes'] / GIB:.2f} | {xla_bytes(r) / GIB:.2f} | "
                     f"{100 * error(r, p):+.1f}%{mark} | {p['floor_bytes'] / GIB:.2f} | {after} | "
-                    f"{verdict[p['fits']]} | {verdict[fits]} ({source}) |")
+                    f"{verdict[p['fits']] if p.get('judged', True) else 'not judged (J11)'} | "
+                    f"{verdict[fits]} ({source}) |")
     return "\n".join(rows) + "\n"
 
 
@@ -311,7 +320,8 @@ def main(argv=None) -> int:
         gap = KNOWN_GAPS.get(r["case"]["name"])
         ok &= passes(r, p, tolerance) or gap is not None
         print(f"{r['case']['name']}: actmem {p['bytes'] / GIB:.3f} GiB, XLA {xla_bytes(r) / GIB:.3f} GiB "
-              f"({100 * error(r, p):+.1f}%), verdicts {p['fits']}/{xla_fits(r)[0]}"
+              f"({100 * error(r, p):+.1f}%), verdicts {p['fits'] if p.get('judged', True) else 'not judged'}"
+              f"/{xla_fits(r)[0]}"
               f"{f' (known gap: {gap})' if gap and not passes(r, p, tolerance) else ''}", flush=True)
     if args.table:
         write_table(args.table, table(measured, predictions, tolerance), "integrations/jax/validate.py")

@@ -28,19 +28,22 @@ nlohmann::json to_json(const StepLocation& at) {
 }
 
 nlohmann::json to_json(const Report& r) {
-  return nlohmann::json{{"fits", r.fits},
-                        {"peak_bytes", r.peak_bytes},
-                        {"budget_bytes", r.budget_bytes},
-                        {"breakdown", to_json(r.breakdown)},
-                        {"activation_bytes_after_forward", r.activation_bytes_after_forward},
-                        {"peak_dynamic_bytes", r.peak_dynamic_bytes},
-                        {"compiler_floor_bytes", r.compiler_floor_bytes},
-                        {"forward_flops", r.forward_flops},
-                        {"backward_flops", r.backward_flops},
-                        {"recompute_flops", r.recompute_flops},
-                        {"recompute_overhead", r.recompute_overhead()},
-                        {"step_time_s", r.step_time_s},
-                        {"peak_at", to_json(r.peak_at)}};
+  nlohmann::json out{{"fits", r.fits},
+                     {"peak_bytes", r.peak_bytes},
+                     {"budget_bytes", r.budget_bytes},
+                     {"breakdown", to_json(r.breakdown)},
+                     {"activation_bytes_after_forward", r.activation_bytes_after_forward},
+                     {"peak_dynamic_bytes", r.peak_dynamic_bytes},
+                     {"compiler_floor_bytes", r.compiler_floor_bytes},
+                     {"forward_flops", r.forward_flops},
+                     {"backward_flops", r.backward_flops},
+                     {"recompute_flops", r.recompute_flops},
+                     {"recompute_overhead", r.recompute_overhead()},
+                     {"step_time_s", r.step_time_s},
+                     {"peak_at", to_json(r.peak_at)}};
+  // Written only when false, so that every modelled report keeps its form.
+  if (!r.memory_modelled) out["memory_modelled"] = false;
+  return out;
 }
 
 nlohmann::json to_json(const std::vector<PeakBuffer>& buffers) {

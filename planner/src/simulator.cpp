@@ -29,7 +29,8 @@ class Simulation : detail::MemoryMachine {
         device_(device),
         schedule_(build_schedule(graph, plan)),
         options_(options),
-        capture_at_(capture_at) {
+        capture_at_(capture_at),
+        memory_modelled_(memory_modelled(graph.run(), plan)) {
     const double peak = graph.run().dtype == DType::bfloat16 && device.peak_bf16_flops > 0 ? device.peak_bf16_flops
                                                                                           : device.peak_fp32_flops;
     flops_per_s_ = peak;
@@ -67,7 +68,9 @@ class Simulation : detail::MemoryMachine {
     r.peak_bytes = peak_breakdown_.total();
     r.peak_at = peak_at_;
     r.compiler_floor_bytes = static_.total() + floor_dynamic_;
-    r.fits = r.peak_bytes <= budget_bytes || r.compiler_floor_bytes <= compiler_remat_limit(budget_bytes);
+    r.memory_modelled = memory_modelled_;
+    r.fits = r.memory_modelled &&
+             (r.peak_bytes <= budget_bytes || r.compiler_floor_bytes <= compiler_remat_limit(budget_bytes));
     r.forward_flops = cost_.forward_flops;
     r.backward_flops = cost_.backward_flops;
     r.recompute_flops = cost_.recompute_flops;
@@ -188,9 +191,14 @@ class Simulation : detail::MemoryMachine {
     double forward_flops = 0, backward_flops = 0, recompute_flops = 0, time_s = 0;
   };
   Cost cost_, block_mark_;
+  bool memory_modelled_;
 };
 
 }  // namespace
+
+bool memory_modelled(const RunOptions& run, const Plan& plan) {
+  return run.framework != Framework::jax || run.rollout == 1 || plan.step_checkpoint;
+}
 
 Report simulate(const CostGraph& graph, const Device& device, std::int64_t budget_bytes, const Plan& plan,
                 const SimulationOptions& options) {

@@ -55,9 +55,14 @@ std::vector<detail::Candidate> step_checkpointed(const CostGraph& graph, const D
 // The search's frontier, with the step-checkpointed plans for rollout > 1,
 // by increasing peak, dominated plans dropped.
 std::vector<detail::Candidate> frontier_of(const CostGraph& graph, const Device& device, const SolverOptions& options) {
-  detail::ChainModel model(graph, device);
-  std::vector<detail::Candidate> all = detail::search_frontier(model, space_of(options));
-  if (graph.run().rollout == 1) return all;
+  // Only plans whose memory actmem models (memory_modelled(): JAX at
+  // rollout > 1 checkpoints every step).
+  std::vector<detail::Candidate> all;
+  if (memory_modelled(graph.run(), empty_plan(graph.stages()))) {
+    detail::ChainModel model(graph, device);
+    all = detail::search_frontier(model, space_of(options));
+    if (graph.run().rollout == 1) return all;
+  }
   for (detail::Candidate& c : step_checkpointed(graph, device, options)) all.push_back(std::move(c));
   std::stable_sort(all.begin(), all.end(), [](const detail::Candidate& a, const detail::Candidate& b) {
     return a.peak_bytes != b.peak_bytes ? a.peak_bytes < b.peak_bytes : a.recompute_s < b.recompute_s;
