@@ -43,6 +43,9 @@ def parse_args(argv):
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeline", help="write one CSV row per op here")
+    p.add_argument("--selective", metavar="POLICY",
+                   help="selective activation checkpointing in the plan's regions (torch >= 2.4): "
+                        "mm = keep the matmuls' outputs, recompute the rest")
     p.add_argument("--autocast", choices=["bfloat16"],
                    help="run forward and loss under torch.autocast('cpu', dtype=torch.bfloat16) (torch >= 2); "
                         "backward runs after leaving it, as in an AMP training step")
@@ -54,7 +57,7 @@ def main(argv=None) -> int:
     ensure_malloc_env()
     import torch
     from graphcast_reference import Description, GraphCast, make_inputs
-    from plan import load_plan
+    from plan import load_plan, selective_context
 
     torch.set_num_threads(1)
     try:
@@ -62,6 +65,8 @@ def main(argv=None) -> int:
         torch.manual_seed(args.seed)
         model = GraphCast(desc)
         plan = load_plan(args.plan, model, args.edge_blocks)
+        if args.selective:
+            plan.context_fn = selective_context(args.selective)
     except (OSError, ValueError) as err:  # PlanError is a ValueError
         print(f"measure.py: error: {err}", file=sys.stderr)
         return 2
@@ -229,6 +234,7 @@ def _report(args, desc, model, plan, x, real, units) -> dict:
         "edge_blocks": plan.edge_blocks,
         "batch": args.batch,
         "autocast": args.autocast,
+        "selective": args.selective,
         "activation_bytes_after_forward": real["after_forward"] - over_af,
         "peak_dynamic_bytes": max(live[peak_i], real["after_forward"] - over_af),
         "peak_at": {"op_index": peak_i, "op": str(rows[peak_i][0]), "phase": rows[peak_i][1],
