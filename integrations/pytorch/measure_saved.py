@@ -182,8 +182,8 @@ def saved_table():
 
 def autocast_weight_cache():
     """What autocast's cast cache holds: a float32 leaf weight W (1024 x 1024,
-    4 MiB: W4) used by F.linear on a small input, once or twice, with the
-    cache on (the default) or off. Bytes above the level before autocast is
+    4 MiB: W4) used by F.linear on a small input, once, twice, or once inside
+    a non-reentrant checkpoint, with the cache on (the default) or off. Bytes above the level before autocast is
     entered, in units of W4: inside autocast after the forward, after
     leaving it, and after backward; plus how many casts of W ran."""
     import torch
@@ -194,8 +194,10 @@ def autocast_weight_cache():
     w = torch.randn(k, k, requires_grad=True)
     w4 = w.numel() * 4
     x = torch.randn(8, k, requires_grad=True)
+    from torch.utils.checkpoint import checkpoint
+
     table = []
-    for uses in (1, 2):
+    for uses in (1, 2, "checkpointed"):
         for cache in (True, False):
             for _ in range(2):  # warm-up, measured
                 w.grad = x.grad = None
@@ -205,7 +207,9 @@ def autocast_weight_cache():
                 with meter:
                     with torch.autocast("cpu", dtype=torch.bfloat16, cache_enabled=cache):
                         h = x
-                        for _ in range(uses):
+                        if uses == "checkpointed":  # a non-reentrant region drops the saved cast
+                            h = checkpoint(F.linear, h, w, use_reentrant=False, preserve_rng_state=False)
+                        for _ in range(uses if uses != "checkpointed" else 0):
                             h = F.linear(h, w)
                         out = h.float().sum()
                         del h
@@ -215,7 +219,8 @@ def autocast_weight_cache():
                     del out
                 after_backward = live_bytes() - base - w4  # w.grad is float32 W4
             casts = sum(1 for op, *_ in meter.recorded() if op == torch.ops.aten._to_copy.default)
-            table.append({"case": f"F.linear with W used {uses}x, cache_enabled={cache}",
+            what = "under a checkpoint, used once" if uses == "checkpointed" else f"used {uses}x"
+            table.append({"case": f"F.linear with W {what}, cache_enabled={cache}",
                           "casts_dispatched": casts,
                           "forward_inside_autocast_W4": round(inside / w4, 3),
                           "after_leaving_autocast_W4": round(after_exit / w4, 3),
