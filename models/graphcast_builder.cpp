@@ -28,7 +28,11 @@ namespace {
 class GraphCastBuilder {
  public:
   GraphCastBuilder(const ModelDescription& m, const RunOptions& run)
-      : m_(m), run_(run), b_(m, run, stage_names(m)), act_bytes_(element_bytes(run.dtype)) {}
+      : m_(m),
+        run_(run),
+        b_(m, run, stage_names(m)),
+        act_bytes_(element_bytes(run.dtype)),
+        autocast_(run.framework == Framework::pytorch && run.dtype != DType::float32) {}
 
   CostGraph build() {
     const StepInputs in = run_.framework == Framework::jax ? jax_inputs() : pytorch_inputs();
@@ -45,10 +49,12 @@ class GraphCastBuilder {
       if (in.frames) grid_parts = {carry, forcing, in.statics};
       const TensorId prediction = network(grid_parts, in);
       stage_ = loss_stage();
-      const TensorId target = input(fmt::format("target.{}", step), m_.grid_nodes * run_.batch, m_.output_features,
-                                    in.frames ? 4 : act_bytes_);
+      const TensorId target = input(fmt::format("target.{}", step), m_.grid_nodes * run_.batch,
+                                    m_.output_features, in.frames ? 4 : feature_bytes());
+      // Autocast runs mse_loss in float32: on a float32 copy of the prediction.
+      const TensorId scored = autocast_ ? cast("prediction_float32", prediction, 4) : prediction;
       const TensorId loss = activation("loss", 1, 1, 4);
-      emit(OpKind::mse_loss, "loss", {prediction, target}, {loss}, 3.0 * rows_cols(prediction),
+      emit(OpKind::mse_loss, "loss", {scored, target}, {loss}, 3.0 * rows_cols(prediction),
            3.0 * rows_cols(prediction));
       // JAX's scan body computes the next carry at every step, the last
       // one's discarded (J9); PyTorch's loop stops at the last prediction.
@@ -63,8 +69,9 @@ class GraphCastBuilder {
     TensorId senders, receivers;
   };
   // The model inputs of a step. PyTorch (the reference of
-  // integrations/pytorch): features in the activation dtype, one per sample,
-  // int64 indices; the grid input is the step's whole grid feature tensor.
+  // integrations/pytorch): features one per sample (float32; under
+  // autocast too, which casts them where a linear reads them), int64
+  // indices; the grid input is the step's whole grid feature tensor.
   // JAX (DeepMind's autoregressive predictor, integrations/jax): float32
   // data, int32 indices, graph features shared by the batch; `grid` is the
   // two input frames (the scan carry) and `frames` is set.
@@ -79,11 +86,11 @@ class GraphCastBuilder {
 
   StepInputs pytorch_inputs() {
     StepInputs in;
-    in.grid = input("grid_features", m_.grid_nodes * run_.batch, m_.grid_input_features, act_bytes_);
-    in.mesh = input("mesh_features", m_.mesh_nodes * run_.batch, m_.mesh_input_features, act_bytes_);
-    in.g2m = input("grid2mesh_edge_features", m_.grid2mesh_edges * run_.batch, m_.edge_features, act_bytes_);
-    in.mesh_edges = input("mesh_edge_features", m_.mesh_edges * run_.batch, m_.edge_features, act_bytes_);
-    in.m2g = input("mesh2grid_edge_features", m_.mesh2grid_edges * run_.batch, m_.edge_features, act_bytes_);
+    in.grid = input("grid_features", m_.grid_nodes * run_.batch, m_.grid_input_features, feature_bytes());
+    in.mesh = input("mesh_features", m_.mesh_nodes * run_.batch, m_.mesh_input_features, feature_bytes());
+    in.g2m = input("grid2mesh_edge_features", m_.grid2mesh_edges * run_.batch, m_.edge_features, feature_bytes());
+    in.mesh_edges = input("mesh_edge_features", m_.mesh_edges * run_.batch, m_.edge_features, feature_bytes());
+    in.m2g = input("mesh2grid_edge_features", m_.mesh2grid_edges * run_.batch, m_.edge_features, feature_bytes());
     g2m_ = {input("grid2mesh_senders", m_.grid2mesh_edges, 1, 8), input("grid2mesh_receivers", m_.grid2mesh_edges, 1, 8)};
     mesh_ = {input("mesh_senders", m_.mesh_edges, 1, 8), input("mesh_receivers", m_.mesh_edges, 1, 8)};
     m2g_ = {input("mesh2grid_senders", m_.mesh2grid_edges, 1, 8), input("mesh2grid_receivers", m_.mesh2grid_edges, 1, 8)};
@@ -164,6 +171,18 @@ class GraphCastBuilder {
   }
   TensorId activation(const std::string& name, std::int64_t rows, std::int64_t cols, int bytes) {
     return b_.add_tensor({prefix() + "." + name, rows, cols, bytes, TensorRole::activation, true});
+  }
+  // Bytes per element of PyTorch's feature inputs and targets: float32
+  // data, cast by autocast where a linear reads it; otherwise (float32 runs)
+  // the activation dtype.
+  int feature_bytes() const { return autocast_ ? 4 : act_bytes_; }
+  // x in `bytes` per element: a new tensor that needs a gradient when x does.
+  TensorId cast(const std::string& name, TensorId x, int bytes) {
+    const Tensor& t = tensor(x);
+    const TensorId y =
+        b_.add_tensor({prefix() + "." + name, t.rows, t.cols, bytes, TensorRole::activation, t.requires_grad});
+    emit(OpKind::cast, name, {x}, {y}, 0, 0);
+    return y;
   }
   double rows_cols(TensorId t) const { return static_cast<double>(tensor(t).rows * tensor(t).cols); }
   const Tensor& tensor(TensorId t) const { return b_.tensor(t); }
@@ -249,8 +268,10 @@ class GraphCastBuilder {
     return mlp_after_first_linear(name, linear(name + ".linear0", x, w, bias, rows), p);
   }
 
-  // x·Wᵀ (+ b when bias ≥ 0) on `rows` rows.
+  // x·Wᵀ (+ b when bias ≥ 0) on `rows` rows. Under autocast a float32 x
+  // is cast first, and the linear keeps that bfloat16 copy.
   TensorId linear(const std::string& name, TensorId x, TensorId w, TensorId bias, std::int64_t rows) {
+    if (autocast_ && tensor(x).element_bytes != act_bytes_) x = cast(name + ".input_cast", x, act_bytes_);
     const std::int64_t in = tensor(w).rows, out = tensor(w).cols;
     const TensorId y = activation(name, rows, out, act_bytes_);
     const double mm = 2.0 * static_cast<double>(rows) * static_cast<double>(in) * static_cast<double>(out);
@@ -467,6 +488,9 @@ class GraphCastBuilder {
   const RunOptions& run_;
   CostGraphBuilder b_;
   int act_bytes_;
+  // PyTorch in bfloat16 means torch.autocast: float32 inputs and loss, casts
+  // where a linear reads float32 (docs/pytorch-memory-profile.md).
+  bool autocast_;
   int stage_ = 0;
   int step_ = 0;
   bool in_edge_update_ = false;

@@ -59,6 +59,40 @@ TEST_SUITE("simulator") {
     // bytes (2,208 bytes of allocator noise); predicted here: 58,608,000.
   }
 
+  TEST_CASE("simulator: PyTorch in bfloat16 is autocast — input casts, a float32 loss, weight copies") {
+    // Measured on torch 2.10 (docs/pytorch-memory-profile.md, "CPU autocast
+    // to bfloat16"): every activation is bfloat16 but LayerNorm's mean/rstd;
+    // each first linear keeps a bfloat16 copy of the float32 model input it
+    // reads; mse_loss runs on a float32 copy of the prediction, which it
+    // keeps, and its loss buffer is float32; the weights' bfloat16 copies
+    // are a workspace of 2 bytes per parameter.
+    RunOptions run = pytorch_float32();
+    run.dtype = DType::bfloat16;
+    const CostGraph g = CostGraph::build(testing::tiny_model(), run);
+    const CostGraph g32 = CostGraph::build(testing::tiny_model(), pytorch_float32());
+    // The tiny model's float32 figure (the test above): 58,608,000 bytes,
+    // of which mean/rstd 42,000 rows x 8 and prediction + loss buffer 2 x 80,000.
+    const std::int64_t float32_after = run_plan(g32, empty_plan(g32.stages())).activation_bytes_after_forward;
+    REQUIRE(float32_after == 58'608'000);
+    const std::int64_t stats = 42'000 * 8, loss = 2 * 80'000;
+    const std::int64_t input_casts = (2000 * 20 + 500 * 20 + 3000 * 4 + 3000 * 4 + 6000 * 4) * 2;
+    const Report none = run_plan(g, empty_plan(g.stages()));
+    CHECK(none.activation_bytes_after_forward == (float32_after - stats - loss) / 2 + stats + loss + input_casts);
+    // Measured: 30,158,560 bytes, which also count the 417,536 bytes of weight
+    // copies that stay saved by un-checkpointed linears (here: all of them).
+    CHECK(none.activation_bytes_after_forward == 29'748'000);
+    // full: what the regions keep is their bfloat16 inputs (float32: 4,224,000
+    // for the inputs, + 160,000 for prediction and loss buffer), and the loss
+    // keeps its float32 copy and buffer. Measured: 2,271,680.
+    CHECK(run_plan(g, builtin(g, "full")).activation_bytes_after_forward == 4'224'000 / 2 + loss);
+    CHECK(none.breakdown.workspace == 2 * g.parameter_count());
+    for (const Op& op : g.ops()) {
+      if (op.kind == OpKind::mse_loss) CHECK(g.tensor(op.inputs[0]).element_bytes == 4);
+      if (op.kind == OpKind::linear) CHECK(g.tensor(op.inputs[0]).element_bytes == 2);
+    }
+    for (const Op& op : g32.ops()) CHECK(op.kind != OpKind::cast);
+  }
+
   TEST_CASE("simulator: nothing leaks — after backward only parameter gradients remain") {
     struct Case {
       const char* plan;

@@ -43,6 +43,12 @@ def parse_args(argv):
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeline", help="write one CSV row per op here")
+    p.add_argument("--selective", metavar="POLICY",
+                   help="selective activation checkpointing in the plan's regions (torch >= 2.4): "
+                        "mm = keep the matmuls' outputs, recompute the rest")
+    p.add_argument("--autocast", choices=["bfloat16"],
+                   help="run forward and loss under torch.autocast('cpu', dtype=torch.bfloat16) (torch >= 2); "
+                        "backward runs after leaving it, as in an AMP training step")
     return p.parse_args(argv)
 
 
@@ -51,7 +57,7 @@ def main(argv=None) -> int:
     ensure_malloc_env()
     import torch
     from graphcast_reference import Description, GraphCast, make_inputs
-    from plan import load_plan
+    from plan import load_plan, selective_context
 
     torch.set_num_threads(1)
     try:
@@ -59,6 +65,8 @@ def main(argv=None) -> int:
         torch.manual_seed(args.seed)
         model = GraphCast(desc)
         plan = load_plan(args.plan, model, args.edge_blocks)
+        if args.selective:
+            plan.context_fn = selective_context(args.selective)
     except (OSError, ValueError) as err:  # PlanError is a ValueError
         print(f"measure.py: error: {err}", file=sys.stderr)
         return 2
@@ -67,12 +75,13 @@ def main(argv=None) -> int:
         return 2
 
     x = make_inputs(desc, args.batch, args.seed)
-    real = _measure(model, plan, x, record=True)
+    real = _measure(model, plan, x, record=True, autocast=args.autocast)
     n = 16 * -(-max([1, *plan.edge_blocks.values()]) // 16)
     units = []
     for count in (n, 2 * n):
         d = _unit_description(desc, count)
-        units.append(_measure(GraphCast(d), plan, make_inputs(d, args.batch, args.seed), record=True))
+        units.append(_measure(GraphCast(d), plan, make_inputs(d, args.batch, args.seed), record=True,
+                              autocast=args.autocast))
     report = _report(args, desc, model, plan, x, real, units)
     if args.timeline:
         _write_timeline(args.timeline, real, report["_overhead_rows"])
@@ -135,9 +144,14 @@ def _set_stage(meter, name, grad_outputs):
     meter.stage = name
 
 
-def _measure(model, plan, x, record: bool) -> dict:
+def _measure(model, plan, x, record: bool, autocast: str | None = None) -> dict:
     """One warm-up step, then one measured step. Figures are bytes above the
-    level just before the measured forward pass."""
+    level just before the measured forward pass. autocast="bfloat16": forward
+    and loss run under CPU autocast; after_forward is taken after leaving it
+    (its weight-cast cache is freed then)."""
+    import contextlib
+
+    import torch
     from graphcast_reference import loss_fn
     from op_meter import OpMeter
     from plan import forward
@@ -149,10 +163,11 @@ def _measure(model, plan, x, record: bool) -> dict:
         meter.base = base = live_bytes()
         with meter:
             tracer = _MeterTracer(meter)
-            pred = forward(model, plan, x, tracer)
-            with meter.labelled(stage="loss"):
-                loss = loss_fn(pred, x.target)
-            del pred
+            with (torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()):
+                pred = forward(model, plan, x, tracer)
+                with meter.labelled(stage="loss"):
+                    loss = loss_fn(pred, x.target)
+                del pred
             after_forward = live_bytes() - base
             forward_ops = meter.count
             tracer.stage_done("loss", {"loss": loss})
@@ -218,6 +233,8 @@ def _report(args, desc, model, plan, x, real, units) -> dict:
         "plan": args.plan,
         "edge_blocks": plan.edge_blocks,
         "batch": args.batch,
+        "autocast": args.autocast,
+        "selective": args.selective,
         "activation_bytes_after_forward": real["after_forward"] - over_af,
         "peak_dynamic_bytes": max(live[peak_i], real["after_forward"] - over_af),
         "peak_at": {"op_index": peak_i, "op": str(rows[peak_i][0]), "phase": rows[peak_i][1],

@@ -56,15 +56,41 @@ class Plan:
     stages: list[str]
     regions: tuple[Region, ...] = ()
     edge_blocks: dict[str, int] = field(default_factory=dict)
+    # torch >= 2.4 selective activation checkpointing: the context_fn handed
+    # to the regions' non-reentrant checkpoints (selective_context); None:
+    # plain checkpoints.
+    context_fn: object = None
 
     def blocks(self, stage: str) -> int:
         return self.edge_blocks.get(stage, 1)
 
 
-def checkpoint(fn, *args, nested: bool = False):
-    """fn(*args) under a checkpoint; `nested` when inside another checkpoint."""
+def checkpoint(fn, *args, nested: bool = False, context_fn=None):
+    """fn(*args) under a checkpoint; `nested` when inside another checkpoint.
+    context_fn (selective checkpointing) applies to non-reentrant ones only."""
     reentrant = nested and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
-    return torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=reentrant, preserve_rng_state=False)
+    extra = {"context_fn": context_fn} if context_fn is not None and not reentrant else {}
+    return torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=reentrant, preserve_rng_state=False, **extra)
+
+
+SELECTIVE_POLICIES = ("mm",)
+
+
+def selective_context(policy: str):
+    """A context_fn for torch.utils.checkpoint (torch >= 2.4) under which a
+    region keeps the outputs its policy names from the forward pass and
+    recomputes the rest. "mm": the matmuls' (aten.mm, aten.addmm) outputs."""
+    if policy not in SELECTIVE_POLICIES:
+        raise PlanError(f"--selective: unknown policy '{policy}': expected one of {', '.join(SELECTIVE_POLICIES)}")
+    try:
+        from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+    except ImportError as err:
+        raise PlanError(f"--selective: torch {torch.__version__} has no selective checkpointing ({err})") from err
+    saved = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default}
+
+    def decide(ctx, op, *args, **kwargs):
+        return CheckpointPolicy.MUST_SAVE if op in saved else CheckpointPolicy.PREFER_RECOMPUTE
+    return partial(create_selective_checkpoint_contexts, decide)
 
 
 class Tracer:
@@ -226,7 +252,8 @@ def _run_range(model, plan, x, tracer, first, last, regions, latents, keep, dept
             outs = sorted(writes & needed)
             fn = tracer.checkpointed(partial(_region_fn, model, plan, x, tracer, r, reads, outs, depth + 1),
                                      plan.stages[r.first])
-            latents.update(zip(outs, checkpoint(fn, *[latents.pop(n) for n in reads], nested=depth > 0)))
+            latents.update(zip(outs, checkpoint(fn, *[latents.pop(n) for n in reads], nested=depth > 0,
+                                                context_fn=plan.context_fn)))
         for n in [n for n in latents if n not in needed]:
             del latents[n]
         i = end + 1

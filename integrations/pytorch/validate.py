@@ -13,6 +13,10 @@ case is out of tolerance, 77 (skip) if torch is missing and
 ACTMEM_REQUIRE_TORCH is not set.
 
     /usr/bin/python3 integrations/pytorch/validate.py --actmem build/cli/actmem [--markdown out.md]
+
+With --autocast bfloat16 (torch >= 2, e.g. ~/.cache/actmem/venv-torch/bin/python)
+it runs its own cases (AUTOCAST_CASES) with measure.py --autocast bfloat16
+against actmem's --dtype bfloat16.
 """
 from __future__ import annotations
 
@@ -76,6 +80,11 @@ CASES = [  # (model, plan, batch)
     *[("C", p, 1) for p in ("none", "full", "every:2", "deepmind", "blocks 3", "mixed")],
     ("A", "deepmind", 2), ("B", "none", 2),
 ]
+# --autocast bfloat16 (torch >= 2): the reference under CPU autocast.
+AUTOCAST_CASES = [
+    *[("A", p, 1) for p in ("none", "full", "every:2", "deepmind", "blocks 3", "nested")],
+    *[("B", p, 1) for p in ("none", "deepmind")], ("C", "full", 1), ("A", "deepmind", 2),
+]
 
 
 def model_json(name: str) -> dict:
@@ -98,7 +107,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--actmem", required=True, help="path of the actmem executable")
     parser.add_argument("--markdown", help="also write the table to this file")
+    parser.add_argument("--autocast", choices=["bfloat16"],
+                        help="measure under torch.autocast('cpu', dtype=torch.bfloat16) (torch >= 2; its own "
+                             "cases) against actmem's --dtype bfloat16")
     args = parser.parse_args(argv)
+    cases = AUTOCAST_CASES if args.autocast else CASES
+    dtype = args.autocast or "float32"
+    autocast = ["--autocast", args.autocast] if args.autocast else []
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -114,16 +129,16 @@ def main(argv=None) -> int:
     rows.append(header)
     rows.append("|" + "---|" * 10)
     with tempfile.TemporaryDirectory() as tmp:
-        for model_name, plan_name, batch in CASES:
+        for model_name, plan_name, batch in cases:
             model_path = Path(tmp) / f"{model_name}.json"
             model_path.write_text(json.dumps(model_json(model_name)))
             plan = plans(MODELS[model_name]["processor_steps"])[plan_name]
             plan_path = Path(tmp) / "plan.json"
             plan_path.write_text(json.dumps(plan))
             predicted = run_json([args.actmem, "simulate", "--model", str(model_path), "--plan", str(plan_path),
-                                  "--framework", "pytorch", "--dtype", "float32", "--batch", str(batch), "--json"])
+                                  "--framework", "pytorch", "--dtype", dtype, "--batch", str(batch), "--json"])
             measured = run_json([sys.executable, str(HERE / "measure.py"), "--model", str(model_path),
-                                 "--plan", str(plan_path), "--batch", str(batch)])
+                                 "--plan", str(plan_path), "--batch", str(batch), *autocast])
             e_after = relative(predicted["activation_bytes_after_forward"], measured["activation_bytes_after_forward"])
             e_peak = relative(predicted["peak_dynamic_bytes"], measured["peak_dynamic_bytes"])
             ok = abs(e_after) <= AFTER_FORWARD_TOLERANCE and abs(e_peak) <= PEAK_TOLERANCE
@@ -137,7 +152,7 @@ def main(argv=None) -> int:
     table = "\n".join(rows) + "\n"
     if args.markdown:
         Path(args.markdown).write_text(table)
-    print(f"\n{len(CASES) - failures} passed, {failures} failed")
+    print(f"\n{len(cases) - failures} passed, {failures} failed")
     return 1 if failures else 0
 
 

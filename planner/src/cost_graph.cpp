@@ -31,6 +31,7 @@ std::string to_string(OpKind kind) {
     case OpKind::add: return "add";
     case OpKind::mse_loss: return "mse_loss";
     case OpKind::next_input: return "next_input";
+    case OpKind::cast: return "cast";
   }
   return "?";
 }

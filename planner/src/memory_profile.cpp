@@ -22,10 +22,11 @@ MemoryProfile memory_profile(Framework framework, DType dtype, Implementation im
   rule(p, OpKind::mse_loss).saved_inputs = bit(0);              // prediction (the target is an input)
   rule(p, OpKind::next_input).grads_alias_output = true;        // a concat
   rule(p, OpKind::next_input).grads_are_slices = true;
-  // gather and scatter_add keep only their index (an input).
+  // gather and scatter_add keep only their index (an input); a cast keeps
+  // nothing, and its backward casts the gradient back (a fresh buffer).
 
   if (framework == Framework::pytorch) {
-    // Measured on torch 1.13 (docs/pytorch-memory-profile.md, tables 1–2).
+    // Measured on torch 1.13 and 2.10 (docs/pytorch-memory-profile.md, tables 1–2).
     if (implementation == Implementation::deepmind) {
       // The reference's zeros(N, L).index_add(0, receivers, e) keeps its source e.
       rule(p, OpKind::scatter_add).saved_inputs = bit(2);
@@ -40,6 +41,12 @@ MemoryProfile memory_profile(Framework framework, DType dtype, Implementation im
     rule(p, OpKind::gather).backward_scratch_copies = 1;
     p.accumulate_out_of_place = true;
     p.nested_recompute_keeps_outputs = true;
+    // bfloat16 is torch.autocast: the linears' inputs and the loss are cast
+    // ops of the graph (models/graphcast_builder.cpp); the bfloat16 copies of
+    // the weights are held from their cast in the forward pass to their
+    // linear's backward, all of them at the end of the forward pass
+    // (docs/pytorch-memory-profile.md, "CPU autocast to bfloat16").
+    p.parameter_cast_bytes = dtype == DType::float32 ? 0 : element_bytes(dtype);
   } else {
     // XLA:TPU fuses the concat of an MLP's input into the matmul that
     // consumes it: never materialised, its parts (materialised gathers) are

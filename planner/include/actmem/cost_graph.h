@@ -59,7 +59,8 @@ enum class OpKind {
   scatter_add,  // inputs {accumulator, index, source}: accumulator.index_add(0, index, source)
   add,          // inputs {a, b}: residual
   mse_loss,     // inputs {prediction, target}; output a scalar
-  next_input    // inputs {prediction, static features}: the next rollout step's grid input
+  next_input,   // inputs {prediction, static features}: the next rollout step's grid input
+  cast          // inputs {x}: x in another dtype (PyTorch autocast's casts to and from bfloat16)
 };
 
 std::string to_string(OpKind kind);

@@ -39,7 +39,7 @@ struct OpMemoryRule {
 
 struct MemoryProfile {
   Framework framework = Framework::pytorch;
-  OpMemoryRule rules[10];  // indexed by OpKind
+  OpMemoryRule rules[11];  // indexed by OpKind
   // How a gradient contribution meets an existing gradient buffer: true
   // (PyTorch 1.13) a fresh sum, so old, new and sum coexist for a moment;
   // false (XLA) accumulated in place.
@@ -53,7 +53,9 @@ struct MemoryProfile {
   // because a nested non-reentrant one saves nothing in torch 1.13).
   bool nested_recompute_keeps_outputs = true;
   // Bytes per parameter of copies in the activation dtype held for the whole
-  // step (JAX casts the float32 masters to bfloat16 once).
+  // step (JAX casts the float32 masters to bfloat16 once; PyTorch's autocast
+  // casts each weight in the forward pass and its cache holds every cast
+  // until the forward pass ends).
   std::int64_t parameter_cast_bytes = 0;
   // A program over this fraction of the memory the device has for programs
   // makes the compiler recompute what it can (compiler_recomputable ops);
