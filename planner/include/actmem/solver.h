@@ -25,9 +25,8 @@ struct SolverOptions {
   std::vector<std::int64_t> block_choices;
   // Search regions with inner regions nested one level (exact: tests
   // enumerate the nested space). Off by default: on full GraphCast it takes
-  // 0.3-0.4 s at rollout 1 and about 1.3 s at rollout 12, against 12-20 ms
-  // and 0.2 s without (docs/solver.md "Speed"); it lowers the least memory
-  // most at rollout > 1.
+  // 0.3-0.5 s at rollout 1 and 1.5-2.4 s at rollout 12, against 18-20 ms
+  // and about 1 s without (docs/solver.md "Speed").
   bool allow_nested_regions = false;
 };
 
