@@ -1,0 +1,15 @@
+# The ILP agreement check (docs/solver.md "Independent optimum: an ILP"):
+# random small instances written as mixed-integer programs by ilp_instances,
+# solved by HiGHS (highspy, scripts/install-highs.sh), compared with
+# actmem's solve(); included by tests/CMakeLists.txt.
+add_executable(ilp_instances ${CMAKE_CURRENT_LIST_DIR}/ilp/ilp_instances.cpp)
+target_link_libraries(ilp_instances PRIVATE actmem actmem_build_flags)
+target_include_directories(ilp_instances PRIVATE ${PROJECT_SOURCE_DIR}/planner/src)
+# Skipped without the HiGHS environment unless ACTMEM_REQUIRE_HIGHS is set,
+# as CI does. The sanitizer build skips it: the program's sanitized code is
+# the solver's, which actmem_tests covers there.
+if(NOT ACTMEM_SANITIZE)
+  add_test(NAME ilp.agreement
+           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/ilp/agreement.sh ${PROJECT_SOURCE_DIR} $<TARGET_FILE:ilp_instances>)
+  set_tests_properties(ilp.agreement PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+endif()

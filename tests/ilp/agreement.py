@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""actmem's optimum against an independent one: an ILP solved by HiGHS.
+
+For each random small instance (tests/ilp/ilp_instances.cpp writes it: a
+tiny GraphCast of 4-8 stages in a random configuration, as a mixed-integer
+program, with actmem's solve() answers and times at its budgets), HiGHS
+solves the program at every budget; ilp_instances then checks the ILP's
+plan by simulate() and against actmem's answer. Exit 1 if any instance
+disagrees, 2 on bad use. docs/solver.md "Independent optimum: an ILP".
+
+  agreement.py --tool build/tests/ilp_instances [--instances 30] [--budgets 2]
+               [--seed 1] [--space both|flat|nested] [--max-stages 8]
+               [--max-nested-stages 8] [--table]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import highspy
+import numpy as np
+
+# Memory rows in MiB (exact: bytes / 2^20 is a dyadic fraction), so that
+# HiGHS sees coefficients near 1; one byte is 9.5e-7 MiB, above its primal
+# feasibility tolerance (1e-7), and `ilp_instances check` recomputes every
+# chosen plan's peak in integer bytes anyway.
+MEMORY_UNIT = float(1 << 10)
+# Costs scaled so the largest is 1000 (a tiny model's stage recomputes in
+# microseconds; HiGHS's tolerances are absolute). The check uses the
+# program's own times, not HiGHS's objective.
+COST_TOP = 1000.0
+
+
+def solve(program, budget, static_bytes, time_limit_s):
+    """HiGHS on the program at one budget: (status, chosen columns, CPU seconds in run())."""
+    columns = program["columns"]
+    m = len(columns)
+    starts, index, value, lower, upper = [], [], [], [], []
+    for row in program["memory_rows"]:
+        starts.append(len(index))
+        index += row["index"]
+        value += [v / MEMORY_UNIT for v in row["value"]]
+        lower.append(-highspy.kHighsInf)
+        upper.append((budget - static_bytes - row["constant"]) / MEMORY_UNIT)
+    for eq in program["equalities"]:
+        starts.append(len(index))
+        index += eq["index"]
+        value += [float(v) for v in eq["value"]]
+        lower.append(float(eq["rhs"]))
+        upper.append(float(eq["rhs"]))
+    lp = highspy.HighsLp()
+    lp.num_col_ = m
+    lp.num_row_ = len(starts)
+    top = max(c[7] for c in columns)
+    lp.col_cost_ = np.array([c[7] * COST_TOP / top for c in columns], dtype=np.float64)
+    lp.col_lower_ = np.zeros(m)
+    lp.col_upper_ = np.ones(m)
+    lp.row_lower_ = np.array(lower)
+    lp.row_upper_ = np.array(upper)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+    lp.a_matrix_.start_ = np.array(starts + [len(index)], dtype=np.int32)
+    lp.a_matrix_.index_ = np.array(index, dtype=np.int32)
+    lp.a_matrix_.value_ = np.array(value, dtype=np.float64)
+    lp.integrality_ = [highspy.HighsVarType.kInteger] * m
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("threads", 1)  # as actmem's solver: one core
+    h.setOptionValue("mip_rel_gap", 0.0)  # proven optimal, not within a gap
+    h.setOptionValue("mip_abs_gap", 0.0)
+    h.setOptionValue("time_limit", float(time_limit_s))
+    h.passModel(lp)
+    t0 = time.process_time()  # CPU seconds, as actmem's are measured (ilp_instances.cpp)
+    h.run()
+    seconds = time.process_time() - t0
+    status = h.getModelStatus()
+    if status == highspy.HighsModelStatus.kOptimal:
+        x = h.getSolution().col_value
+        return "optimal", [j for j in range(m) if x[j] > 0.5], seconds
+    if status == highspy.HighsModelStatus.kInfeasible:
+        return "infeasible", [], seconds
+    return h.modelStatusToString(status), [], seconds
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tool", required=True, help="the ilp_instances binary")
+    parser.add_argument("--instances", type=int, default=30)
+    parser.add_argument("--budgets", type=int, default=2, help="random budgets per instance (besides least-1 and least)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--space", choices=["both", "flat", "nested"], default="both",
+                        help="both: flat and nested instances alternately")
+    parser.add_argument("--max-stages", type=int, default=8, help="flat instances: 4 to this many stages (<= 8)")
+    parser.add_argument("--max-nested-stages", type=int, default=8, help="nested instances: 4 to this many stages")
+    parser.add_argument("--time-limit", type=float, default=120, help="HiGHS seconds per solve")
+    parser.add_argument("--table", action="store_true", help="print the speed table (markdown)")
+    args = parser.parse_args()
+    if args.instances < 1 or args.budgets < 0 or not (4 <= args.max_stages <= 8 and 4 <= args.max_nested_stages <= 8):
+        print("agreement: error: --instances must be >= 1, --budgets >= 0, stages 4..8", file=sys.stderr)
+        return 2
+
+    lines, failed = [], 0
+    with tempfile.TemporaryDirectory(prefix="actmem-ilp-") as work:
+        for i in range(args.instances):
+            nested = args.space == "nested" or (args.space == "both" and i % 2 == 1)
+            instance_path = os.path.join(work, f"instance-{i}.json")
+            solution_path = os.path.join(work, f"solution-{i}.json")
+            max_stages = args.max_nested_stages if nested else args.max_stages
+            subprocess.run([args.tool, "write", str(args.seed), str(i), "1" if nested else "0", str(max_stages),
+                            str(args.budgets), instance_path], check=True)
+            with open(instance_path) as f:
+                instance = json.load(f)
+            results = []
+            for answer in instance["actmem"]:
+                status, chosen, seconds = solve(instance["program"], answer["budget"], instance["static_bytes"],
+                                                args.time_limit)
+                results.append({"status": status, "chosen": chosen, "highs_s": seconds})
+            with open(solution_path, "w") as f:
+                json.dump({"results": results}, f)
+            check = subprocess.run([args.tool, "check", instance_path, solution_path], capture_output=True, text=True)
+            if check.returncode not in (0, 1):
+                print(check.stderr, file=sys.stderr)
+                return 2
+            for line, answer, result in zip(check.stdout.splitlines(), instance["actmem"], results):
+                row = json.loads(line)
+                row["actmem_s"] = answer["solve_s"]
+                row["highs_s"] = result["highs_s"]
+                row["ratio"] = result["highs_s"] / answer["solve_s"]
+                lines.append(row)
+                if not row["agree"]:
+                    failed += 1
+                    print("DISAGREE", json.dumps(row), flush=True)
+            rows = lines[-len(results):]
+            print(f"instance {i}: {instance['stages']} stages, {'nested' if nested else 'flat'}, "
+                  f"{len(instance['program']['columns'])} columns, "
+                  f"{instance['model']['implementation']} {instance['run']['framework']}: "
+                  + ", ".join(("ok" if r["agree"] else "DISAGREE") + f" ({r['ilp_status']}, HiGHS {r['highs_s'] * 1e3:.1f} ms"
+                              f" / actmem {r['actmem_s'] * 1e3:.2f} ms)" for r in rows), flush=True)
+
+    feasible = sum(1 for r in lines if r["ilp_status"] == "optimal")
+    print(f"\n{len(lines)} (instance, budget) pairs on {args.instances} instances (seed {args.seed}): "
+          f"{len(lines) - failed} agree, {failed} disagree; {feasible} feasible, {len(lines) - feasible} not")
+    if args.table:
+        print("\n| space | stages | instances × budgets | columns (median) | HiGHS run() (median CPU ms) "
+              "| actmem solve() (median CPU ms) | HiGHS / actmem (median) | (min–max) |")
+        print("|---|---|---|---|---|---|---|---|")
+        for space in ("flat", "nested"):
+            for stages in range(4, 9):
+                rows = [r for r in lines if r["nested"] == (space == "nested") and r["stages"] == stages]
+                if not rows:
+                    continue
+                ratios = [r["ratio"] for r in rows]
+                print(f"| {space} | {stages} | {len(rows)} | {statistics.median(r['columns'] for r in rows):.0f} "
+                      f"| {statistics.median(r['highs_s'] for r in rows) * 1e3:.1f} "
+                      f"| {statistics.median(r['actmem_s'] for r in rows) * 1e3:.2f} "
+                      f"| {statistics.median(ratios):.0f}× | {min(ratios):.0f}–{max(ratios):.0f}× |")
+        ratios = [r["ratio"] for r in lines]
+        print(f"\nall: HiGHS / actmem median {statistics.median(ratios):.0f}×, min {min(ratios):.1f}×, "
+              f"max {max(ratios):.0f}×")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
