@@ -9,7 +9,10 @@ target_include_directories(ilp_instances PRIVATE ${PROJECT_SOURCE_DIR}/planner/s
 # as CI does. The sanitizer build skips it: the program's sanitized code is
 # the solver's, which actmem_tests covers there.
 if(NOT ACTMEM_SANITIZE)
+  # 50 instances (flat up to 8 stages, nested up to 6), 4 budgets each:
+  # about a minute on 2 cores. The larger run is in docs/solver.md.
   add_test(NAME ilp.agreement
-           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/ilp/agreement.sh ${PROJECT_SOURCE_DIR} $<TARGET_FILE:ilp_instances>)
+           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/ilp/agreement.sh ${PROJECT_SOURCE_DIR} $<TARGET_FILE:ilp_instances>
+                   --instances 50 --budgets 2 --max-nested-stages 6)
   set_tests_properties(ilp.agreement PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
 endif()

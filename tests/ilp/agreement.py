@@ -24,11 +24,16 @@ import time
 import highspy
 import numpy as np
 
-# Memory rows in MiB (exact: bytes / 2^20 is a dyadic fraction), so that
-# HiGHS sees coefficients near 1; one byte is 9.5e-7 MiB, above its primal
-# feasibility tolerance (1e-7), and `ilp_instances check` recomputes every
-# chosen plan's peak in integer bytes anyway.
-MEMORY_UNIT = float(1 << 10)
+# Memory rows in KiB (exact: bytes / 1024 is a dyadic fraction), so that
+# HiGHS sees smaller coefficients. Every row's activity at a 0/1 point is a
+# whole number of bytes, so "<= budget" is written "<= budget + 1/2 byte",
+# the same set of plans, with half a byte of margin either way against
+# HiGHS's tolerances; and the integrality tolerance is set to its least
+# (1e-10): at the default (1e-6) HiGHS returned x = 0.9999996 on two
+# columns, a mix 1 byte under a budget that the rounded plan exceeds by 1
+# byte. `ilp_instances check` recomputes every chosen plan's peak in
+# integer bytes anyway.
+MEMORY_UNIT = 1024.0
 # Costs scaled so the largest is 1000 (a tiny model's stage recomputes in
 # microseconds; HiGHS's tolerances are absolute). The check uses the
 # program's own times, not HiGHS's objective.
@@ -45,7 +50,7 @@ def solve(program, budget, static_bytes, time_limit_s):
         index += row["index"]
         value += [v / MEMORY_UNIT for v in row["value"]]
         lower.append(-highspy.kHighsInf)
-        upper.append((budget - static_bytes - row["constant"]) / MEMORY_UNIT)
+        upper.append((budget - static_bytes - row["constant"] + 0.5) / MEMORY_UNIT)
     for eq in program["equalities"]:
         starts.append(len(index))
         index += eq["index"]
@@ -71,6 +76,7 @@ def solve(program, budget, static_bytes, time_limit_s):
     h.setOptionValue("threads", 1)  # as actmem's solver: one core
     h.setOptionValue("mip_rel_gap", 0.0)  # proven optimal, not within a gap
     h.setOptionValue("mip_abs_gap", 0.0)
+    h.setOptionValue("mip_feasibility_tolerance", 1e-10)  # see MEMORY_UNIT
     h.setOptionValue("time_limit", float(time_limit_s))
     h.passModel(lp)
     t0 = time.process_time()  # CPU seconds, as actmem's are measured (ilp_instances.cpp)
