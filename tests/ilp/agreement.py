@@ -9,8 +9,9 @@ plan by simulate() and against actmem's answer. Exit 1 if any instance
 disagrees, 2 on bad use. docs/solver.md "Independent optimum: an ILP".
 
   agreement.py --tool build/tests/ilp_instances [--instances 30] [--budgets 2]
-               [--seed 1] [--space both|flat|nested] [--max-stages 8]
-               [--max-nested-stages 8] [--table]
+               [--seed 1] [--space both|flat|nested] [--rollout 1|2]
+               [--max-stages 8] [--max-nested-stages 8] [--table] [--jsonl FILE]
+  agreement.py --table-from FILE[,FILE...]
 """
 import argparse
 import json
@@ -91,19 +92,58 @@ def solve(program, budget, static_bytes, time_limit_s):
     return h.modelStatusToString(status), [], seconds
 
 
+def print_table(lines):
+    """The speed table of docs/solver.md: HiGHS's run() against actmem, by space and size."""
+    print("\n| rollout | space | stages | instances × budgets | columns (median) | HiGHS run() (median CPU ms) "
+          "| actmem (median CPU ms) | HiGHS / actmem (median) | (min–max) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for rollout in (1, 2):
+        for space in ("flat", "nested"):
+            for stages in range(4, 9):
+                rows = [r for r in lines if r.get("rollout", 1) == rollout and r["nested"] == (space == "nested")
+                        and r["stages"] == stages]
+                if not rows:
+                    continue
+                ratios = [r["ratio"] for r in rows]
+                print(f"| {rollout} | {space} | {stages} | {len(rows)} | {statistics.median(r['columns'] for r in rows):.0f} "
+                      f"| {statistics.median(r['highs_s'] for r in rows) * 1e3:.1f} "
+                      f"| {statistics.median(r['actmem_s'] for r in rows) * 1e3:.2f} "
+                      f"| {statistics.median(ratios):.0f}× | {min(ratios):.0f}–{max(ratios):.0f}× |")
+    ratios = [r["ratio"] for r in lines]
+    agree = sum(1 for r in lines if r["agree"])
+    print(f"\n{len(lines)} pairs, {agree} agree; HiGHS / actmem median {statistics.median(ratios):.0f}×, "
+          f"min {min(ratios):.1f}×, max {max(ratios):.0f}×; "
+          f"{sum(1 for r in ratios if r >= 1000)} of {len(ratios)} at 1000× or more")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--tool", required=True, help="the ilp_instances binary")
+    parser.add_argument("--tool", help="the ilp_instances binary")
     parser.add_argument("--instances", type=int, default=30)
     parser.add_argument("--budgets", type=int, default=2, help="random budgets per instance (besides least-1 and least)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--space", choices=["both", "flat", "nested"], default="both",
                         help="both: flat and nested instances alternately")
+    parser.add_argument("--rollout", type=int, choices=[1, 2], default=1,
+                        help="2: every instance at rollout 2, against the dynamic program's frontier")
     parser.add_argument("--max-stages", type=int, default=8, help="flat instances: 4 to this many stages (<= 8)")
     parser.add_argument("--max-nested-stages", type=int, default=8, help="nested instances: 4 to this many stages")
     parser.add_argument("--time-limit", type=float, default=120, help="HiGHS seconds per solve")
     parser.add_argument("--table", action="store_true", help="print the speed table (markdown)")
+    parser.add_argument("--jsonl", help="also write every (instance, budget) result to this file, as it comes")
+    parser.add_argument("--table-from", metavar="JSONL", help="only print the table of a --jsonl file (several: comma-separated)")
     args = parser.parse_args()
+    if args.table_from:
+        lines = []
+        for path in args.table_from.split(","):
+            with open(path) as f:
+                lines += [json.loads(line) for line in f if line.strip()]
+        print_table(lines)
+        return 0
+    if not args.tool:
+        print("agreement: error: --tool is required (the ilp_instances binary)", file=sys.stderr)
+        return 2
+    jsonl = open(args.jsonl, "w") if args.jsonl else None
     if args.instances < 1 or args.budgets < 0 or not (4 <= args.max_stages <= 8 and 4 <= args.max_nested_stages <= 8):
         print("agreement: error: --instances must be >= 1, --budgets >= 0, stages 4..8", file=sys.stderr)
         return 2
@@ -116,7 +156,7 @@ def main():
             solution_path = os.path.join(work, f"solution-{i}.json")
             max_stages = args.max_nested_stages if nested else args.max_stages
             subprocess.run([args.tool, "write", str(args.seed), str(i), "1" if nested else "0", str(max_stages),
-                            str(args.budgets), instance_path], check=True)
+                            str(args.rollout), str(args.budgets), instance_path], check=True)
             with open(instance_path) as f:
                 instance = json.load(f)
             results = []
@@ -136,6 +176,9 @@ def main():
                 row["highs_s"] = result["highs_s"]
                 row["ratio"] = result["highs_s"] / answer["solve_s"]
                 lines.append(row)
+                if jsonl:
+                    jsonl.write(json.dumps(row) + "\n")
+                    jsonl.flush()
                 if not row["agree"]:
                     failed += 1
                     print("DISAGREE", json.dumps(row), flush=True)
@@ -147,25 +190,11 @@ def main():
                               f" / actmem {r['actmem_s'] * 1e3:.2f} ms)" for r in rows), flush=True)
 
     feasible = sum(1 for r in lines if r["ilp_status"] == "optimal")
-    print(f"\n{len(lines)} (instance, budget) pairs on {args.instances} instances (seed {args.seed}): "
+    print(f"\n{len(lines)} (instance, budget) pairs on {args.instances} instances (seed {args.seed}, "
+          f"rollout {args.rollout}): "
           f"{len(lines) - failed} agree, {failed} disagree; {feasible} feasible, {len(lines) - feasible} not")
     if args.table:
-        print("\n| space | stages | instances × budgets | columns (median) | HiGHS run() (median CPU ms) "
-              "| actmem solve() (median CPU ms) | HiGHS / actmem (median) | (min–max) |")
-        print("|---|---|---|---|---|---|---|---|")
-        for space in ("flat", "nested"):
-            for stages in range(4, 9):
-                rows = [r for r in lines if r["nested"] == (space == "nested") and r["stages"] == stages]
-                if not rows:
-                    continue
-                ratios = [r["ratio"] for r in rows]
-                print(f"| {space} | {stages} | {len(rows)} | {statistics.median(r['columns'] for r in rows):.0f} "
-                      f"| {statistics.median(r['highs_s'] for r in rows) * 1e3:.1f} "
-                      f"| {statistics.median(r['actmem_s'] for r in rows) * 1e3:.2f} "
-                      f"| {statistics.median(ratios):.0f}× | {min(ratios):.0f}–{max(ratios):.0f}× |")
-        ratios = [r["ratio"] for r in lines]
-        print(f"\nall: HiGHS / actmem median {statistics.median(ratios):.0f}×, min {min(ratios):.1f}×, "
-              f"max {max(ratios):.0f}×")
+        print_table(lines)
     return 1 if failed else 0
 
 
