@@ -6,20 +6,23 @@
 //   ilp_instances write SEED INDEX NESTED(0|1) MAX_STAGES ROLLOUT(1|2) BUDGETS OUT.json
 //   ilp_instances check INSTANCE.json SOLUTION.json
 //
-// The program. One binary per *column*: stage s runs in role
-// (plain | plain child of region [a, b] | inside inner region [c, d] of
-// region [a, b]) with B edge blocks, given the gradients in flight when its
-// backward starts (a state at boundary s + 1), handing on a state at s.
-// Equalities: one column per stage; the state a stage hands on is the one
-// the stage before it takes; a region's (an inner region's) stages all
-// choose it. Memory: for every event of the simulator's schedule (the
-// forward of each stage, the loss, each recomputation, inner recomputation
-// and backward, the end) the memory there is a linear sum over the columns,
-// each column's coefficient depending only on its own role and on where the
-// event lies relative to its stage; each such sum plus the static bytes is
-// at most the budget. Objective: the recompute time. The coefficients come
-// from ChainModel's per-stage replays (shared with actmem's solver); the
-// composition and the search are the program's and HiGHS's.
+// The program. One binary per *column*: in rollout step k, stage s runs in
+// role (plain | plain child of region [a, b] | inside inner region [c, d]
+// of region [a, b]) with B edge blocks, given the gradients in flight when
+// its backward starts (a state at boundary s + 1), handing on a state at s;
+// at rollout 2 also one per state for the first step's loss backward.
+// Equalities: one column per stage; adjacent stages agree on the state
+// between them and on the region (inner region) that continues across
+// (flow conservation: the columns form a path); every step runs the same
+// plan. Memory: for every event of the simulator's schedule (the forward of
+// each stage, the losses, each recomputation, inner recomputation and
+// backward, the end) the memory there is a linear sum over the columns,
+// each column's coefficient depending only on its own step, role and
+// effects and on where the event lies relative to its stage; each such sum
+// plus the static bytes is at most the budget. Objective: the recompute
+// time. The coefficients come from ChainModel's per-stage replays (shared
+// with actmem's solver); the composition and the search are the program's
+// and HiGHS's.
 //
 // `check` prints one JSON line per budget and exits 1 if any disagrees.
 #include <algorithm>
@@ -40,6 +43,7 @@
 #include "actmem/cost_graph.h"
 #include "actmem/device.h"
 #include "actmem/model.h"
+#include "actmem/plan.h"
 #include "actmem/simulator.h"
 #include "actmem/solver.h"
 #include "solver_model.h"
@@ -437,6 +441,55 @@ Plan plan_of(const Program& p, const std::vector<int>& chosen, const CostGraph& 
   return plan;
 }
 
+// The columns a plan chooses: per step from the last stage to the first,
+// the column of its role and blocks from the state the path is in (-1
+// entries if the program has no such column).
+std::vector<int> path_of(const Program& p, const Plan& plan, int steps, int n) {
+  auto role_of = [&](int s) {
+    for (const Region& r : plan.checkpoints)
+      if (r.from <= s && s <= r.to) {
+        for (const Region& in : r.inner)
+          if (in.from <= s && s <= in.to) return Role{kInner, r.from, r.to, in.from, in.to};
+        return Role{kChild, r.from, r.to, -1, -1};
+      }
+    return Role{};
+  };
+  std::vector<int> out;
+  int state = 0;  // the only state after the last step's loss
+  for (int k = steps - 1; k >= 0; --k)
+    for (int s = k < steps - 1 ? n : n - 1; s >= 0; --s) {
+      int found = -1;
+      for (std::size_t j = 0; j < p.columns.size() && found < 0; ++j) {
+        const Column& c = p.columns[j];
+        if (c.step != k || c.stage != s || c.in_state != state) continue;
+        if (s == n) {
+          found = static_cast<int>(j);
+          continue;
+        }
+        const Role r = role_of(s);
+        if (c.blocks == plan.edge_blocks[static_cast<std::size_t>(s)] && c.role.kind == r.kind && c.role.a == r.a &&
+            c.role.b == r.b && c.role.c == r.c && c.role.d == r.d)
+          found = static_cast<int>(j);
+      }
+      out.push_back(found);
+      if (found < 0) return out;
+      state = p.columns[static_cast<std::size_t>(found)].out_state;
+    }
+  return out;
+}
+
+// The program's peak for a set of columns, in integer bytes (static
+// bytes included).
+std::int64_t program_peak(const Program& p, const std::vector<int>& chosen, std::int64_t static_bytes) {
+  std::int64_t top = 0;
+  for (const auto& row : p.memory) {
+    std::int64_t sum = row.constant;
+    for (int j : chosen) sum += row.coefficients[static_cast<std::size_t>(j)];
+    top = std::max(top, sum);
+  }
+  return static_bytes + top;
+}
+
 json program_json(const Program& p) {
   json cols = json::array();
   for (const Column& c : p.columns)
@@ -483,7 +536,8 @@ json actmem_answer(const CostGraph& g, const Device& device, bool nested, std::i
       answer = {{"fits", s.report.peak_bytes <= budget},  // as written (not XLA's own rematerialisation)
                 {"peak_bytes", s.report.peak_bytes},
                 {"recompute_s", s.report.step_time_s - none_s},
-                {"plan", describe(s.plan, g.stages())}};
+                {"plan", describe(s.plan, g.stages())},
+                {"plan_json", plan_to_json(s.plan, g.stages())}};
     } else {
       detail::ChainModel model(g, device);
       detail::SearchSpace space;
@@ -495,10 +549,15 @@ json actmem_answer(const CostGraph& g, const Device& device, bool nested, std::i
         if (c.peak_bytes <= budget && (!best || c.recompute_s < best->recompute_s)) best = &c;
       times.push_back(cpu_seconds() - t0);
       answer = {{"fits", best != nullptr}};
-      if (best)
+      if (best) {
+        const Report r = simulate(g, device, budget, best->plan);
         answer.update({{"peak_bytes", best->peak_bytes},
+                       {"simulated_peak_bytes", r.peak_bytes},
                        {"recompute_s", best->recompute_s},
-                       {"plan", describe(best->plan, g.stages())}});
+                       {"simulated_recompute_s", r.step_time_s - none_s},
+                       {"plan", describe(best->plan, g.stages())},
+                       {"plan_json", plan_to_json(best->plan, g.stages())}});
+      }
     }
   }
   std::sort(times.begin(), times.end());
@@ -584,12 +643,7 @@ int check(const std::string& instance_path, const std::string& solution_path) {
       const std::vector<int> chosen = r.at("chosen").get<std::vector<int>>();
       const Plan plan = plan_of(p, chosen, g);
       // The program's own peak for its choice, exactly, in integers.
-      std::int64_t top = 0;
-      for (const auto& row : p.memory) {
-        std::int64_t sum = row.constant;
-        for (int j : chosen) sum += row.coefficients[static_cast<std::size_t>(j)];
-        top = std::max(top, sum);
-      }
+      const std::int64_t top = program_peak(p, chosen, static_bytes) - static_bytes;
       double program_s = 0;
       for (int j : chosen) program_s += p.columns[static_cast<std::size_t>(j)].time_s;
       const Report sim = simulate(g, device, budget, plan);
@@ -611,6 +665,24 @@ int check(const std::string& instance_path, const std::string& solution_path) {
         const double actmem_s = a.at("recompute_s").get<double>();
         if (std::abs(actmem_s - program_s) > 1e-9 * none_s) problems.push_back("the optima differ");
       }
+    }
+    // actmem's plan as a path of the program: the program's peak for it is
+    // simulate()'s, and it is within the budget (else the ILP could have
+    // missed it).
+    if (actmem_fits) {
+      const Plan plan = plan_from_json(a.at("plan_json"), g.stages(), edges_per_stage(g), "actmem's plan");
+      const std::vector<int> path = path_of(p, plan, static_cast<int>(g.run().rollout), static_cast<int>(g.stages().size()));
+      const Report sim = simulate(g, device, budget, plan);
+      line["actmem_simulated_peak_bytes"] = sim.peak_bytes;
+      if (std::find(path.begin(), path.end(), -1) != path.end()) {
+        problems.push_back("actmem's plan is no path of the program");
+      } else {
+        const std::int64_t peak = program_peak(p, path, static_bytes);
+        line["actmem_plan_program_peak_bytes"] = peak;
+        line["actmem_path"] = path;
+        if (peak != sim.peak_bytes) problems.push_back("the program's peak for actmem's plan differs from simulate()'s");
+      }
+      if (sim.peak_bytes > budget) problems.push_back("actmem's plan does not fit when simulated");
     }
     line["agree"] = problems.empty();
     if (!problems.empty()) line["problems"] = problems;
