@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The ILP agreement check for CTest (tests/ilp/agreement.py):
+#   tests/ilp/agreement.sh SOURCE_DIR ILP_INSTANCES_BIN [agreement.py options]
+# Exit 77 (skipped) when the HiGHS environment (scripts/install-highs.sh)
+# is missing, unless ACTMEM_REQUIRE_HIGHS is set, as CI does.
+set -euo pipefail
+source_dir="$1"
+tool="$2"
+shift 2
+python="${ACTMEM_HIGHS_VENV:-$source_dir/.venv-highs}/bin/python"
+if [[ ! -x "$python" ]]; then
+  if [[ -n "${ACTMEM_REQUIRE_HIGHS:-}" ]]; then
+    echo "ilp agreement: $python missing: run scripts/install-highs.sh" >&2
+    exit 1
+  fi
+  echo "ilp agreement: skipped (no HiGHS environment: scripts/install-highs.sh)"
+  exit 77
+fi
+PYTHONDONTWRITEBYTECODE=1 exec "$python" "$source_dir/tests/ilp/agreement.py" --tool "$tool" "$@"
