@@ -17,8 +17,5 @@ pins=("highspy==1.16.0" "numpy==2.4.6")
 wanted="$(printf '%s\n' "${pins[@]}")"
 venv_is_current "$venv" "$wanted" && exit 0
 
-venv_create install-highs "$python" "$venv"
-echo "install-highs: installing highspy 1.16.0 into $venv"
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${pins[@]}"
-venv_stamp "$venv" "$wanted"
+venv_install install-highs "$python" "$venv" "${pins[@]}"
 echo "install-highs: done"

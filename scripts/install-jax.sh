@@ -20,8 +20,5 @@ pins=(
 wanted="$(printf '%s\n' "${pins[@]}")"
 venv_is_current "$venv" "$wanted" && exit 0
 
-venv_create install-jax "$python" "$venv"
-echo "install-jax: installing jax[tpu] 0.10.2 into $venv"
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${pins[@]}"
-venv_stamp "$venv" "$wanted"
+venv_install install-jax "$python" "$venv" "${pins[@]}"
 echo "install-jax: done; run integrations/jax with $venv/bin/python"

@@ -24,3 +24,14 @@ venv_create() {
 venv_stamp() {
   printf '%s\n' "$2" >"$1/.actmem-pins"
 }
+
+# venv_install TOOL PYTHON VENV PIN...: a fresh VENV (venv_create) with
+# exactly PIN... from PyPI, then stamped complete.
+venv_install() {
+  local tool="$1" python="$2" venv="$3"
+  shift 3
+  venv_create "$tool" "$python" "$venv"
+  echo "$tool: installing $1 into $venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$@"
+  venv_stamp "$venv" "$(printf '%s\n' "$@")"
+}
