@@ -221,6 +221,12 @@ TEST_SUITE("simulator") {
             CHECK(bulk.peak_bytes == each.peak_bytes);
             CHECK(bulk.peak_dynamic_bytes == each.peak_dynamic_bytes);
             CHECK(bulk.activation_bytes_after_forward == each.activation_bytes_after_forward);
+            CHECK(bulk.forward_peak_bytes == each.forward_peak_bytes);
+            // The forward peak is the highest forward row of the timeline.
+            std::int64_t forward_rows = 0;
+            for (const TimelinePoint& t : each.timeline)
+              if (t.at.pass == Pass::forward) forward_rows = std::max(forward_rows, t.live.total());
+            CHECK(each.forward_peak_bytes == forward_rows);
             CHECK(bulk.breakdown.activations == each.breakdown.activations);
             CHECK(bulk.breakdown.gradients == each.breakdown.gradients);
             CHECK(bulk.breakdown.workspace == each.breakdown.workspace);

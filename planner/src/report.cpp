@@ -33,6 +33,7 @@ nlohmann::json to_json(const Report& r) {
                      {"budget_bytes", r.budget_bytes},
                      {"breakdown", to_json(r.breakdown)},
                      {"activation_bytes_after_forward", r.activation_bytes_after_forward},
+                     {"forward_peak_bytes", r.forward_peak_bytes},
                      {"peak_dynamic_bytes", r.peak_dynamic_bytes},
                      {"compiler_floor_bytes", r.compiler_floor_bytes},
                      {"forward_flops", r.forward_flops},

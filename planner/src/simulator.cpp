@@ -50,6 +50,7 @@ class Simulation : detail::MemoryMachine {
     begin_context(schedule_.items);
     forward(schedule_.items, /*saving=*/true, 0, -1, Pass::forward);
     r.activation_bytes_after_forward = live_[kActivations];
+    r.forward_peak_bytes = static_.total() + peak_dynamic_;
 
     // Backward starts from d(loss)/d(loss) = 1 for every rollout step's loss
     // (and, in a scanned rollout, the discarded carry's zero cotangent).

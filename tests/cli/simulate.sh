@@ -15,10 +15,11 @@ for plan in none full every:2 deepmind deepmind:3; do
   python3 - "$work/$plan.json" <<'PY' || fail "report of $plan is incomplete"
 import json, sys
 r = json.load(open(sys.argv[1]))
-for key in ("fits", "peak_bytes", "budget_bytes", "breakdown", "activation_bytes_after_forward", "peak_dynamic_bytes",
-            "forward_flops", "backward_flops", "recompute_flops", "step_time_s", "peak_at"):
+for key in ("fits", "peak_bytes", "budget_bytes", "breakdown", "activation_bytes_after_forward", "forward_peak_bytes",
+            "peak_dynamic_bytes", "forward_flops", "backward_flops", "recompute_flops", "step_time_s", "peak_at"):
     assert key in r, key
 assert r["peak_bytes"] == sum(r["breakdown"].values()), r
+assert r["activation_bytes_after_forward"] < r["forward_peak_bytes"] <= r["peak_bytes"], r
 PY
 done
 # The PyTorch measurement of plan none on this model: 58,610,208 bytes held

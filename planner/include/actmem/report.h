@@ -59,6 +59,7 @@ struct Report {
   std::int64_t budget_bytes = 0;
   MemoryBreakdown breakdown;  // at the peak
   std::int64_t activation_bytes_after_forward = 0;
+  std::int64_t forward_peak_bytes = 0;  // the peak over the forward pass (and loss) alone
   std::int64_t peak_dynamic_bytes = 0;
   // The peak if the compiler recomputes what it can instead of keeping it
   // (JAX: XLA:TPU's own rematerialisation, which it does only when the
