@@ -7,6 +7,7 @@
 #include "actmem/simulator.h"
 #include "actmem/solver.h"
 #include "solver_model.h"
+#include "solver_search.h"
 #include "stage_translates.h"
 #include "test_models.h"
 
@@ -32,6 +33,8 @@ const RunCase kRuns[] = {
     {"jax bfloat16 batch 2", Framework::jax, DType::bfloat16, 2, 1},
     {"jax float32 rollout 2", Framework::jax, DType::float32, 1, 2},
     {"jax bfloat16 rollout 3", Framework::jax, DType::bfloat16, 1, 3},
+    // Beyond rollout 4 the step-checkpointed plans' peaks are bounds (solver.cpp RolloutLine).
+    {"jax bfloat16 rollout 6", Framework::jax, DType::bfloat16, 1, 6},
 };
 
 CostGraph graph_for(const ModelDescription& model, const RunCase& c) {
@@ -309,6 +312,103 @@ TEST_SUITE("solver") {
       check_exhaustive_flat(graph_for(testing::tiny_model(2, i), kRuns[0]), device);
       check_exhaustive_flat(graph_for(testing::tiny_model(2, i), kRuns[2]), device);
       check_exhaustive_nested(graph_for(testing::tiny_model(1, i), kRuns[0]), device);
+    }
+  }
+
+  TEST_CASE("solver: a step-checkpointed plan's peak is bounded below by the line through rollouts 3 and 4") {
+    // What the solver's RolloutLine relies on: from rollout 3 on (first,
+    // middle and last steps all present) the peak is convex in the rollout,
+    // the step time affine. Random plans, each rollout step under a
+    // checkpoint, both frameworks and dtypes.
+    struct ModelCase {
+      const char* name;
+      ModelDescription model;
+    };
+    const ModelCase models[] = {{"graphcast-small", load_model("graphcast-small")},
+                                {"tiny 2", testing::tiny_model(2)},
+                                {"tiny 4 physicsnemo", testing::tiny_model(4, testing::kImplementationCases[1])}};
+    const Device device = load_device("tpu-v4");
+    std::mt19937 rng(7);
+    int cases = 0, on_the_line = 0;
+    for (const ModelCase& m : models)
+      for (const RunCase& c : {kRuns[0], kRuns[2], kRuns[4], kRuns[6]}) {
+        const std::string model_name = m.name, run_name = c.name;
+        CAPTURE(model_name);
+        CAPTURE(run_name);
+        RunCase at = c;
+        at.rollout = 3;
+        const CostGraph three = graph_for(m.model, at);
+        at.rollout = 4;
+        const CostGraph four = graph_for(m.model, at);
+        const auto edges = edges_per_stage(three);
+        for (int k = 0; k < 6; ++k) {
+          Plan p = random_plan(rng, static_cast<int>(three.stages().size()), edges);
+          p.step_checkpoint = true;
+          const Report r3 = simulate(three, device, device.memory_bytes, p);
+          const Report r4 = simulate(four, device, device.memory_bytes, p);
+          for (std::int64_t rollout : {5, 8, 13, 40}) {
+            CAPTURE(rollout);
+            at.rollout = rollout;
+            const Report r = simulate(graph_for(m.model, at), device, device.memory_bytes, p);
+            const std::int64_t forward_line =
+                r4.forward_peak_bytes + (rollout - 4) * (r4.forward_peak_bytes - r3.forward_peak_bytes);
+            CHECK(forward_line <= r.forward_peak_bytes);
+            CHECK(r.forward_peak_bytes <= r.peak_bytes);
+            const std::int64_t line =
+                std::max(r4.peak_bytes + (rollout - 4) * (r4.peak_bytes - r3.peak_bytes), forward_line);
+            CHECK(line <= r.peak_bytes);
+            CHECK(r.step_time_s ==
+                  doctest::Approx(r4.step_time_s + static_cast<double>(rollout - 4) * (r4.step_time_s - r3.step_time_s))
+                      .epsilon(1e-9));
+            ++cases;
+            on_the_line += line == r.peak_bytes;
+          }
+        }
+      }
+    MESSAGE(on_the_line << " of " << cases << " peaks on the line");
+  }
+
+  TEST_CASE("solver: at long rollouts the answers are those of every step-checkpointed candidate simulated in full") {
+    // The bounds only order and prune the candidates: minimum_memory() and
+    // solve() at a sweep of budgets give what simulating each plan of the
+    // one-step frontier, under step checkpoints, at the full rollout gives.
+    const RunCase runs[] = {{"jax bfloat16 rollout 12", Framework::jax, DType::bfloat16, 1, 12},
+                            {"pytorch float32 rollout 9", Framework::pytorch, DType::float32, 1, 9}};
+    const Device device = load_device("a100-80gb");
+    const ModelDescription model = testing::tiny_model(4);
+    for (const RunCase& run : runs) {
+      const std::string run_name = run.name;
+      CAPTURE(run_name);
+      const CostGraph g = graph_for(model, run);
+      RunCase one = run;
+      one.rollout = 1;
+      const CostGraph step = graph_for(model, one);
+      detail::ChainModel chain(step, device);
+      detail::SearchSpace space;
+      for (std::int64_t b = 1; b <= 1024; b *= 2) space.block_choices.push_back(b);
+      space.nested_regions = false;
+      std::vector<std::pair<std::int64_t, double>> plans;  // (peak, time), simulated at the full rollout
+      for (detail::Candidate cand : detail::search_frontier(chain, space)) {
+        cand.plan.step_checkpoint = true;
+        const Report r = simulate(g, device, device.memory_bytes, cand.plan);
+        plans.emplace_back(r.peak_bytes, r.step_time_s);
+      }
+      if (memory_modelled(g.run(), empty_plan(g.stages()))) {
+        detail::ChainModel full(g, device);
+        for (const detail::Candidate& cand : detail::search_frontier(full, space)) {
+          const Report r = simulate(g, device, device.memory_bytes, cand.plan);
+          plans.emplace_back(r.peak_bytes, r.step_time_s);
+        }
+      }
+      std::int64_t least = plans.front().first, most = plans.front().first;
+      for (const auto& [peak, time] : plans) {
+        least = std::min(least, peak);
+        most = std::max(most, peak);
+      }
+      SolverOptions options;
+      options.allow_nested_regions = false;
+      CHECK(minimum_memory(g, device, options).min_peak_bytes == least);
+      check_budget_sweep(g, device, options, plans, least, most);
     }
   }
 

@@ -29,8 +29,9 @@ struct SearchSpace {
 
 struct Candidate {
   Plan plan;
-  std::int64_t peak_bytes = 0;  // the model's prediction
+  std::int64_t peak_bytes = 0;  // the model's prediction, or a lower bound when peak_is_bound
   double recompute_s = 0;       // step time beyond the plan "none"
+  bool peak_is_bound = false;   // peak_bytes ≤ the simulated peak, not equal to it (solver.cpp)
 };
 
 // Every plan of the space not dominated in (predicted peak, recompute time),
