@@ -8,14 +8,8 @@
 set -euo pipefail
 source_dir="$1"
 python="${ACTMEM_JAX_VENV:-$source_dir/.venv-jax}/bin/python"
-if [[ ! -x "$python" ]]; then
-  if [[ -n "${ACTMEM_REQUIRE_JAX:-}" ]]; then
-    echo "jax_reference: $python missing: run scripts/install-jax.sh" >&2
-    exit 1
-  fi
-  echo "jax_reference: skipped (no JAX environment: scripts/install-jax.sh)"
-  exit 77
-fi
+source "$source_dir/tests/lib/require_venv.sh"
+require_venv jax_reference "$python" ACTMEM_REQUIRE_JAX scripts/install-jax.sh
 export ACTMEM_BIN="$2" PYTHONDONTWRITEBYTECODE=1
 # The XLA:TPU compiles of the suite take about 10 CPU-minutes: in CI only
 # the XLA:CPU ones run (ACTMEM_JAX_TPU_TESTS=1 runs them all).

@@ -13,15 +13,9 @@ set -euo pipefail
 source_dir="$1"
 venv="${ACTMEM_TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/actmem/venv-torch}"
 python="$venv/bin/python"
+source "$source_dir/tests/lib/require_venv.sh"
 # The stamp is written last: without it the environment is absent or half made.
-if [[ ! -x "$python" || ! -f "$venv/.actmem-pins" ]]; then
-  if [[ -n "${ACTMEM_REQUIRE_TRAINERS:-}" ]]; then
-    echo "actmem: error: $venv: no complete trainers' environment: run scripts/install-torch.sh" >&2
-    exit 1
-  fi
-  echo "trainers: skipped (no trainers' environment: scripts/install-torch.sh)"
-  exit 77
-fi
+require_venv trainers "$python" ACTMEM_REQUIRE_TRAINERS scripts/install-torch.sh "$venv/.actmem-pins"
 export ACTMEM_BIN="$2" PYTHONDONTWRITEBYTECODE=1
 "$python" "$source_dir/integrations/trainers/trainer_packages.py"
 "$python" -m pytest -q -p no:cacheprovider "$source_dir/integrations/trainers"

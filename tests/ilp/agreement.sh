@@ -8,12 +8,6 @@ source_dir="$1"
 tool="$2"
 shift 2
 python="${ACTMEM_HIGHS_VENV:-$source_dir/.venv-highs}/bin/python"
-if [[ ! -x "$python" ]]; then
-  if [[ -n "${ACTMEM_REQUIRE_HIGHS:-}" ]]; then
-    echo "ilp agreement: $python missing: run scripts/install-highs.sh" >&2
-    exit 1
-  fi
-  echo "ilp agreement: skipped (no HiGHS environment: scripts/install-highs.sh)"
-  exit 77
-fi
+source "$source_dir/tests/lib/require_venv.sh"
+require_venv "ilp agreement" "$python" ACTMEM_REQUIRE_HIGHS scripts/install-highs.sh
 PYTHONDONTWRITEBYTECODE=1 exec "$python" "$source_dir/tests/ilp/agreement.py" --tool "$tool" "$@"
