@@ -73,7 +73,7 @@ TEST_SUITE("atomic write") {
     CHECK(folder.hidden().empty());
   }
 
-  TEST_CASE("atomic write: a symbolic link stays a link; its target is replaced") {
+  TEST_CASE("atomic write: a symbolic link stays a link, its target is replaced") {
     const Folder folder;
     write_file_atomically((folder.path / "real.json").string(), "old");
     fs::create_symlink("real.json", folder.path / "link.json");
@@ -112,7 +112,7 @@ TEST_SUITE("atomic write") {
     CHECK_THROWS_AS(write_file_atomically((folder.path / "no" / "such.json").string(), "x"), InputError);
   }
 
-  TEST_CASE("atomic write: temporaries a killed writer left are removed; a live writer's are not") {
+  TEST_CASE("atomic write: temporaries a killed writer left are removed, a live writer's are not") {
     const Folder folder;
     const fs::path stale = folder.path / (".plan.json.actmem-tmp." + std::to_string(dead_pid()) + ".1");
     const fs::path live = folder.path / (".plan.json.actmem-tmp." + std::to_string(::getpid()) + ".999");

@@ -120,7 +120,7 @@ TEST_SUITE("cost graph") {
     }
   }
 
-  TEST_CASE("cost graph: DeepMind aggregates the edge MLP's output; its edge residual follows the node update") {
+  TEST_CASE("cost graph: DeepMind aggregates the edge MLP's output, its edge residual follows the node update") {
     const CostGraph g = CostGraph::build(testing::tiny_model(2, Implementation::deepmind), RunOptions{});
     CHECK(aggregated_source(g, "encoder") == "encoder.edge_mlp.layer_norm");
     CHECK(aggregated_source(g, "processor.0") == "processor.0.edge_mlp.layer_norm");

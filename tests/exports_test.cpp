@@ -80,7 +80,7 @@ TEST_SUITE("exports") {
     }
   }
 
-  TEST_CASE("anemoi: per-component keys nested under model; no edge blocks; mesh edges in processor chunk 0") {
+  TEST_CASE("anemoi: per-component keys nested under model, no edge blocks, mesh edges in processor chunk 0") {
     const CostGraph g = graph();
     for (const detail::KnobSetting& s : detail::anemoi_settings(g)) {
       CHECK_FALSE(s.config.contains("gradient_checkpointing"));
@@ -162,7 +162,7 @@ TEST_SUITE("exports") {
     CHECK(with_segments == 3);
   }
 
-  TEST_CASE("deepmind: GraphCast's one knob is the step remat; DeepGNN's are per GNN") {
+  TEST_CASE("deepmind: GraphCast's one knob is the step remat, DeepGNN's are per GNN") {
     const CostGraph one = graph(1);
     for (const detail::KnobSetting& s : detail::deepmind_graphcast_settings(one)) CHECK_FALSE(s.plan.step_checkpoint);
     const CostGraph four = graph(4);

@@ -19,5 +19,5 @@ if(NOT ACTMEM_SANITIZE)
   add_test(NAME ilp.agreement.rollout2
            COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/ilp/agreement.sh ${PROJECT_SOURCE_DIR} $<TARGET_FILE:ilp_instances>
                    --rollout 2 --instances 16 --budgets 2 --seed 2 --max-stages 6 --max-nested-stages 5)
-  set_tests_properties(ilp.agreement ilp.agreement.rollout2 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+  set_tests_properties(ilp.agreement ilp.agreement.rollout2 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS validation)
 endif()

@@ -110,7 +110,7 @@ TEST_SUITE("json input") {
                          InputError);
   }
 
-  TEST_CASE("json: names are one printable line; messages quote values in bounded space") {
+  TEST_CASE("json: names are one printable line, messages quote values in bounded space") {
     nlohmann::json m = testing::tiny_model_json();
     m["name"] = "two\nlines";
     CHECK_THROWS_WITH_AS(model_from_json(m, "m.json"), doctest::Contains("m.json: /name: expected a name"), InputError);

@@ -128,7 +128,7 @@ TEST_SUITE("model") {
     CHECK(actmem::fingerprint(actmem::model_from_json(actmem::to_json(a), "round")) == actmem::fingerprint(a));
   }
 
-  TEST_CASE("implementation: deepmind by default; physicsnemo and anemoi read, written back only when not the default") {
+  TEST_CASE("implementation: deepmind by default, physicsnemo and anemoi read, written back only when not the default") {
     const auto plain = actmem::model_from_json(tiny_model(), "tiny.json");
     CHECK(plain.implementation == actmem::Implementation::deepmind);
     CHECK_FALSE(plain.concat_trick);

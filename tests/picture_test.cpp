@@ -76,7 +76,7 @@ TEST_SUITE("picture") {
     CHECK(out.ends_with("</g>\n</svg>\n"));
   }
 
-  TEST_CASE("scales map values to pixels; ticks are round numbers within the range") {
+  TEST_CASE("scales map values to pixels, ticks are round numbers within the range") {
     const Scale y = Scale::linear(0, 40, 300, 100);
     CHECK(y(0) == doctest::Approx(300));
     CHECK(y(40) == doctest::Approx(100));

@@ -145,7 +145,7 @@ TEST_SUITE("simulator") {
     CHECK(full.step_time_s > none.step_time_s);
   }
 
-  TEST_CASE("simulator: one edge block is the same as no blocking; blocks cost a recompute of the edge update") {
+  TEST_CASE("simulator: one edge block is the same as no blocking, blocks cost a recompute of the edge update") {
     const CostGraph g = CostGraph::build(testing::tiny_model(), pytorch_float32());
     Plan one = empty_plan(g.stages());
     one.edge_blocks[2] = 1;
