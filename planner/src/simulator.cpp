@@ -9,6 +9,7 @@
 
 #include "memory_machine.h"
 #include "schedule.h"
+#include "step_costs.h"
 
 namespace actmem {
 namespace {
@@ -31,14 +32,8 @@ class Simulation : detail::MemoryMachine {
         options_(options),
         capture_at_(capture_at),
         memory_modelled_(memory_modelled(graph.run(), plan)) {
-    const double peak = graph.run().dtype == DType::bfloat16 && device.peak_bf16_flops > 0 ? device.peak_bf16_flops
-                                                                                          : device.peak_fp32_flops;
-    flops_per_s_ = peak;
-    static_.parameters = graph.parameter_bytes();
-    static_.optimizer_state = graph.run().optimizer == Optimizer::adam ? 2 * graph.parameter_bytes() : 0;
-    static_.inputs = graph.input_bytes();
-    static_.reserved = device.reserve_bytes;
-    static_.workspace = profile_.parameter_cast_bytes * graph.parameter_count();
+    flops_per_s_ = detail::flops_per_second(graph.run(), device);
+    static_ = detail::static_breakdown(graph, device, profile_);
     // A timeline has a row per op of every block.
     bulk_equal_blocks_ = !options.record_timeline;
   }
@@ -95,15 +90,8 @@ class Simulation : detail::MemoryMachine {
   }
 
   // ---- accounting ------------------------------------------------------------
-  double op_bytes(const Op& op) const {
-    double bytes = 0;
-    for (TensorId t : op.inputs) bytes += static_cast<double>(tensor(t).bytes());
-    for (TensorId t : op.outputs) bytes += static_cast<double>(tensor(t).bytes());
-    return bytes;
-  }
-  double roofline(double flops, double bytes) const {
-    return std::max(flops / flops_per_s_, bytes / device_.bandwidth_bytes_per_s);
-  }
+  double op_bytes(const Op& op) const { return detail::bytes_moved(g_, op); }
+  double roofline(double flops, double bytes) const { return detail::roofline_s(flops, bytes, flops_per_s_, device_); }
   void on_forward(const Op& op, double scale, Pass pass) override {
     const double flops = op.forward_flops * scale;
     (pass == Pass::recompute ? cost_.recompute_flops : cost_.forward_flops) += flops;

@@ -4,6 +4,7 @@
 
 #include "actmem/memory_profile.h"
 #include "actmem/simulator.h"
+#include "step_costs.h"
 
 namespace actmem::detail {
 namespace {
@@ -59,13 +60,8 @@ ChainModel::ChainModel(const CostGraph& graph, const Device& device)
       std::sort(list.begin(), list.end());
       list.erase(std::unique(list.begin(), list.end()), list.end());
     }
-  static_bytes_ = graph.parameter_bytes() +
-                  (graph.run().optimizer == Optimizer::adam ? 2 * graph.parameter_bytes() : 0) +
-                  graph.input_bytes() + device.reserve_bytes +
-                  rg_.profile.parameter_cast_bytes * graph.parameter_count();
-  const double flops_per_s = graph.run().dtype == DType::bfloat16 && device.peak_bf16_flops > 0
-                                 ? device.peak_bf16_flops
-                                 : device.peak_fp32_flops;
+  static_bytes_ = static_breakdown(graph, device, rg_.profile).total();
+  const double flops_per_s = flops_per_second(graph.run(), device);
   stage_time_s_.assign(static_cast<std::size_t>(stage_count()), 0.0);
   edge_time_s_.assign(static_cast<std::size_t>(stage_count()), 0.0);
   // Steps may differ in bytes moved (JAX's first step reads the float32
@@ -73,10 +69,7 @@ ChainModel::ChainModel(const CostGraph& graph, const Device& device)
   // time is its mean over the steps: a plan repeats in every step.
   for (const Op& op : graph.ops()) {
     if (op.stage >= stage_count()) continue;
-    double bytes = 0;
-    for (TensorId t : op.inputs) bytes += static_cast<double>(graph.tensor(t).bytes());
-    for (TensorId t : op.outputs) bytes += static_cast<double>(graph.tensor(t).bytes());
-    const double time = std::max(op.forward_flops / flops_per_s, bytes / device.bandwidth_bytes_per_s) / steps_;
+    const double time = roofline_s(op.forward_flops, bytes_moved(graph, op), flops_per_s, device) / steps_;
     stage_time_s_[static_cast<std::size_t>(op.stage)] += time;
     if (op.edge_update) edge_time_s_[static_cast<std::size_t>(op.stage)] += time;
   }
