@@ -5,7 +5,6 @@
 # library cannot be loaded into an uninstrumented interpreter.
 include_guard(GLOBAL)
 
-option(ACTMEM_TSAN "Build with ThreadSanitizer (for the thread-safety test)" OFF)
 if(ACTMEM_TSAN)
   if(ACTMEM_SANITIZE)
     message(FATAL_ERROR "ACTMEM_TSAN and ACTMEM_SANITIZE cannot be combined; build them in separate build folders")
