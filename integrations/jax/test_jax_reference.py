@@ -312,3 +312,27 @@ def test_remat_probe_reads_xla_s_figures_as_written_and_after_rematerialising(tm
     on_v4 = judge.remat_probe(argv)
     assert on_v4["remat_fits"] and on_v4["as_written_bytes"] is None
 
+
+
+@needs_jax
+def test_xla_peak_lists_what_xla_holds_at_its_peak_by_model_line(tmp_path):
+    """xla_peak.py on a real dump (the tiny model for XLA:CPU, seconds): the
+    buffers it lists add up to the peak XLA states, and they are traced to
+    the reference model's lines (an MLP's among them)."""
+    import xla_peak
+    dump = tmp_path / "dump"
+    env = dict(os.environ, XLA_FLAGS=f"--xla_dump_to={dump}")
+    done = subprocess.run([sys.executable, os.path.join(HERE, "judge.py"), "--model", write(tmp_path, "tiny.json", TINY),
+                           "--plan", write(tmp_path, "regions.json", PLANS["regions"]), "--no-actmem", "--target", "cpu"],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    position, stated, buffers = xla_peak.peak_buffers(str(dump))
+    assert position > 0 and stated == sum(b["bytes"] for b in buffers) > 0
+    assert any(b["source"].startswith("mlp:") for b in buffers)
+
+
+def test_xla_peak_without_a_dump_is_a_one_line_error(tmp_path, capsys):
+    import xla_peak
+    assert xla_peak.main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("actmem-jax: error: ") and "after_optimizations-live-range.txt" in err and "\n" == err[-1:]
