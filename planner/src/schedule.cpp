@@ -135,8 +135,7 @@ Schedule build_schedule(const CostGraph& g, const Plan& plan) {
     for (; i < ops.size() && ops[i].step == step; ++i) {
       if (static_cast<std::size_t>(ops[i].stage) < stage_count)
         stage_ops[static_cast<std::size_t>(ops[i].stage)].push_back(static_cast<OpId>(i));
-      else
-        {
+      else {
         Item op;
         op.op = static_cast<OpId>(i);
         loss.push_back(std::move(op));
