@@ -261,117 +261,126 @@ std::int64_t ChainModel::kept_bytes(int c, int from, int to, int made_from, int 
   return kept_cache_[cache_key] = bytes;
 }
 
-ChainModel::Prediction ChainModel::predict(const Plan& plan) {
-  const int n = stage_count();
-  auto blocks = [&](int s) { return plan.edge_blocks[static_cast<std::size_t>(s)]; };
-  Prediction p;
-  std::int64_t mem = 0, peak = 0;
-  auto at = [&](std::int64_t rel) { peak = std::max(peak, mem + rel); };
-  // Forward.
-  for (int step = 0; step < steps_; ++step) {
-    const int c = class_of(step);
-    int s = 0;
-    for (std::size_t r = 0; s < n;) {
-      if (r < plan.checkpoints.size() && plan.checkpoints[r].from == s) {
-        const Region& region = plan.checkpoints[r];
-        for (int t = region.from; t <= region.to; ++t) {
-          const Effect& e = region_forward(c, t, blocks(t), region.from);
-          at(e.forward_peak);
-          mem += e.forward_delta;
-        }
-        s = region.to + 1;
-        ++r;
-      } else {
-        const Effect& e = plain(c, s, blocks(s));
-        at(e.forward_peak);
-        mem += e.forward_delta;
-        ++s;
-      }
-    }
-    const Effect& l = loss(c);
-    at(l.forward_peak);
-    mem += l.forward_delta;
+namespace {
+
+// The running total of a walk through the schedule, and its highest point.
+struct MemoryWalk {
+  std::int64_t mem = 0;
+  std::int64_t peak = 0;
+
+  void forward(const Effect& e) {
+    peak = std::max(peak, mem + e.forward_peak);
+    mem += e.forward_delta;
   }
-  for (int step = 0; step < steps_; ++step) mem += loss(class_of(step)).backward_prelude;
-  // Backward.
-  GradState grads;
-  for (int step = steps_ - 1; step >= 0; --step) {
-    const int c = class_of(step);
-    const Effect& l = loss(c, signature(c, n, grads));
-    at(l.backward_peak);
-    mem += l.backward_delta;
-    hand_over(l, grads);
-    int s = n - 1;
-    for (std::size_t r = plan.checkpoints.size(); s >= 0;) {
-      if (r > 0 && plan.checkpoints[r - 1].to == s) {
-        const Region& region = plan.checkpoints[r - 1];
-        const int a = region.from, b = region.to;
-        // Recompute: pieces in order.
-        for (int t = a; t <= b; ++t) {
-          const Region* in = nullptr;
-          for (const Region& x : region.inner)
-            if (x.from <= t && t <= x.to) in = &x;
-          const Effect& e = in ? recompute_in_inner(c, t, blocks(t), a, b, in->from) : recompute_plain(c, t, blocks(t), a, b);
-          at(e.forward_peak);
-          mem += e.forward_delta;
-        }
-        // Backward: pieces in reverse.
-        for (int t = b; t >= a;) {
-          const Region* in = nullptr;
-          for (const Region& x : region.inner)
-            if (x.from <= t && t <= x.to) in = &x;
-          if (!in) {
-            const Effect& e = recompute_plain(c, t, blocks(t), a, b, signature(c, t, grads));
-            at(e.backward_peak);
-            mem += e.backward_delta;
-            hand_over(e, grads);
-            --t;
-            continue;
-          }
-          std::int64_t held_outputs = 0;
-          for (int u = in->from; u <= in->to; ++u) {
-            const Effect& e = inner_recompute(c, u, blocks(u), in->from, in->to);
-            at(e.forward_peak);
-            mem += e.forward_delta;
-          }
-          for (int u = in->to; u >= in->from; --u) {
-            const Effect& e = inner_recompute(c, u, blocks(u), in->from, in->to, signature(c, u, grads));
-            at(e.backward_peak);
-            mem += e.backward_delta;
-            hand_over(e, grads);
-            held_outputs += e.released_at_end;
-          }
-          mem -= held_outputs + kept_bytes(c, in->from, in->to, a, in->from);
-          t = in->from - 1;
-        }
-        mem -= kept_bytes(c, a, b, -1, a);
-        s = a - 1;
-        --r;
-      } else {
-        const Effect& e = plain(c, s, blocks(s), signature(c, s, grads));
-        at(e.backward_peak);
-        mem += e.backward_delta;
-        hand_over(e, grads);
-        --s;
-      }
+  void backward(const Effect& e, GradState& grads) {
+    peak = std::max(peak, mem + e.backward_peak);
+    mem += e.backward_delta;
+    ChainModel::hand_over(e, grads);
+  }
+};
+
+// The inner region of `region` that holds stage t, or null.
+const Region* inner_region_of(const Region& region, int t) {
+  const Region* in = nullptr;
+  for (const Region& x : region.inner)
+    if (x.from <= t && t <= x.to) in = &x;
+  return in;
+}
+
+std::int64_t blocks_of(const Plan& plan, int s) { return plan.edge_blocks[static_cast<std::size_t>(s)]; }
+
+// One rollout step's forward pass, stage by stage, regions not saving.
+void forward_step(ChainModel& m, const Plan& plan, int c, MemoryWalk& w) {
+  const int n = m.stage_count();
+  std::size_t r = 0;
+  for (int s = 0; s < n;) {
+    if (r < plan.checkpoints.size() && plan.checkpoints[r].from == s) {
+      const Region& region = plan.checkpoints[r++];
+      for (int t = region.from; t <= region.to; ++t) w.forward(m.region_forward(c, t, blocks_of(plan, t), region.from));
+      s = region.to + 1;
+    } else {
+      w.forward(m.plain(c, s, blocks_of(plan, s)));
+      ++s;
     }
   }
-  at(0);  // the optimizer step: every parameter gradient resident
-  p.peak_bytes = static_bytes_ + peak;
-  // Time: each forward execution beyond the first.
+  w.forward(m.loss(c));
+}
+
+// An inner region's recomputation and backward, inside its region a..b;
+// then what it held is let go.
+void backward_inner(ChainModel& m, const Plan& plan, int c, const Region& in, int a, MemoryWalk& w,
+                    GradState& grads) {
+  for (int u = in.from; u <= in.to; ++u) w.forward(m.inner_recompute(c, u, blocks_of(plan, u), in.from, in.to));
+  std::int64_t held_outputs = 0;
+  for (int u = in.to; u >= in.from; --u) {
+    const Effect& e = m.inner_recompute(c, u, blocks_of(plan, u), in.from, in.to, m.signature(c, u, grads));
+    w.backward(e, grads);
+    held_outputs += e.released_at_end;
+  }
+  w.mem -= held_outputs + m.kept_bytes(c, in.from, in.to, a, in.from);
+}
+
+// A region's recomputation (its pieces in order), then its backward (in
+// reverse), then what its checkpoint kept is let go.
+void backward_region(ChainModel& m, const Plan& plan, int c, const Region& region, MemoryWalk& w, GradState& grads) {
+  const int a = region.from, b = region.to;
+  for (int t = a; t <= b; ++t) {
+    const Region* in = inner_region_of(region, t);
+    w.forward(in ? m.recompute_in_inner(c, t, blocks_of(plan, t), a, b, in->from)
+                 : m.recompute_plain(c, t, blocks_of(plan, t), a, b));
+  }
+  for (int t = b; t >= a;) {
+    const Region* in = inner_region_of(region, t);
+    if (in) {
+      backward_inner(m, plan, c, *in, a, w, grads);
+      t = in->from - 1;
+    } else {
+      w.backward(m.recompute_plain(c, t, blocks_of(plan, t), a, b, m.signature(c, t, grads)), grads);
+      --t;
+    }
+  }
+  w.mem -= m.kept_bytes(c, a, b, -1, a);
+}
+
+// One rollout step's backward pass: the loss, then the stages in reverse.
+void backward_step(ChainModel& m, const Plan& plan, int c, MemoryWalk& w, GradState& grads) {
+  const int n = m.stage_count();
+  w.backward(m.loss(c, m.signature(c, n, grads)), grads);
+  std::size_t r = plan.checkpoints.size();
+  for (int s = n - 1; s >= 0;) {
+    if (r > 0 && plan.checkpoints[r - 1].to == s) {
+      const Region& region = plan.checkpoints[--r];
+      backward_region(m, plan, c, region, w, grads);
+      s = region.from - 1;
+    } else {
+      w.backward(m.plain(c, s, blocks_of(plan, s), m.signature(c, s, grads)), grads);
+      --s;
+    }
+  }
+}
+
+// Each forward execution of a stage beyond its first, over the rollout.
+double recompute_seconds(const ChainModel& m, const Plan& plan) {
   double extra = 0;
-  for (int s = 0; s < n; ++s) {
+  for (int s = 0; s < m.stage_count(); ++s) {
     int depth = 0;
     for (const Region& region : plan.checkpoints)
-      if (region.from <= s && s <= region.to) {
-        depth = 1;
-        for (const Region& in : region.inner)
-          if (in.from <= s && s <= in.to) depth = 2;
-      }
-    extra += depth * stage_forward_s(s) + (blocks(s) > 1 ? edge_forward_s(s) : 0.0);
+      if (region.from <= s && s <= region.to) depth = inner_region_of(region, s) ? 2 : 1;
+    extra += depth * m.stage_forward_s(s) + (blocks_of(plan, s) > 1 ? m.edge_forward_s(s) : 0.0);
   }
-  p.recompute_s = extra * steps_;
-  return p;
+  return extra * m.steps();
+}
+
+}  // namespace
+
+ChainModel::Prediction ChainModel::predict(const Plan& plan) {
+  MemoryWalk w;
+  for (int step = 0; step < steps_; ++step) forward_step(*this, plan, class_of(step), w);
+  for (int step = 0; step < steps_; ++step) w.mem += loss(class_of(step)).backward_prelude;
+  GradState grads;
+  for (int step = steps_ - 1; step >= 0; --step) backward_step(*this, plan, class_of(step), w, grads);
+  w.peak = std::max(w.peak, w.mem);  // the optimizer step: every parameter gradient resident
+  return {static_bytes_ + w.peak, recompute_seconds(*this, plan)};
 }
 
 }  // namespace actmem::detail
