@@ -1,6 +1,7 @@
 #include "solver_replay.h"
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 
 #include "memory_machine.h"
@@ -109,39 +110,75 @@ class Replay : MemoryMachine {
       : MemoryMachine(rg.graph, &state), rg_(rg), step_(step), stage_(stage), ctx_(ctx), state_(state) {}
 
   StageRun run(const std::vector<Item>& items) {
-    StageRun result;
     std::vector<OpId> ops;
     collect_ops(items, ops);
-    // Every entry of the state the machine reads is of these tensors.
+    reset_state(ops);
+    const Keys keys = context_keys();
+    const std::vector<TensorId> externals = external_inputs(ops, keys);
+    mark_produced(items);
+    count_uses(items, 1);
+    const std::vector<TensorId> read_later = allocate_externals(externals, keys);
+    const std::vector<TensorId> held_outputs = count_output_uses(ops, keys);
+
+    StageRun result;
+    const std::int64_t start = live();
+    peak_ = start;
+    forward(items, ctx_.saving, 0, -1, Pass::forward);
+    result.forward = {peak_ - start, live() - start};
+    if (ctx_.saving) run_backward(items, ops, externals, read_later, held_outputs, result);
+    return result;
+  }
+
+ private:
+  // The keys (ReplayGraph::key) of this stage and of the context's bounds.
+  struct Keys {
+    int self;  // this stage
+    int lo;    // the context's first stage (-1: the original forward pass)
+    int hi;    // its last (kNoEnd: the original forward pass)
+    int held;  // what a holding checkpoint started at (-1: none)
+  };
+  static constexpr int kNoEnd = std::numeric_limits<int>::max();
+
+  Keys context_keys() const {
+    return {rg_.key(step_, stage_), ctx_.original_forward ? -1 : rg_.key(step_, ctx_.context_lo),
+            ctx_.original_forward ? kNoEnd : rg_.key(step_, ctx_.context_hi),
+            ctx_.held_before < 0 ? -1 : rg_.key(step_, ctx_.held_before)};
+  }
+
+  // Every entry of the state the machine reads is of these ops' tensors.
+  void reset_state(const std::vector<OpId>& ops) {
     std::vector<TensorId> tensors;
     for (OpId id : ops) {
       tensors.insert(tensors.end(), g_.op(id).inputs.begin(), g_.op(id).inputs.end());
       tensors.insert(tensors.end(), g_.op(id).outputs.begin(), g_.op(id).outputs.end());
     }
     state_.reset(tensors, ctx_.first_parameter_gradients);
-    const int self = rg_.key(step_, stage_);
-    const int lo = ctx_.original_forward ? -1 : rg_.key(step_, ctx_.context_lo);
-    const int hi = ctx_.original_forward ? 1 << 30 : rg_.key(step_, ctx_.context_hi);
-    const int held = ctx_.held_before < 0 ? -1 : rg_.key(step_, ctx_.held_before);
+  }
 
-    // The context: ops of this stage are made here; so are inputs made by
-    // earlier stages inside the context's range. Inputs made elsewhere are
-    // live buffers at the start.
+  // The activations the stage reads and does not make, once each. The
+  // context: ops of this stage are made here; so are inputs made by earlier
+  // stages inside the context's range. Inputs made elsewhere are live
+  // buffers at the start.
+  std::vector<TensorId> external_inputs(const std::vector<OpId>& ops, const Keys& keys) {
     context_ = context_count_ = 1;
     std::vector<TensorId> externals;
     for (OpId id : ops)
       for (TensorId t : g_.op(id).inputs) {
         if (tensor(t).role != TensorRole::activation) continue;
-        if (rg_.producer_key[static_cast<std::size_t>(t)] == self) continue;
+        if (rg_.producer_key[static_cast<std::size_t>(t)] == keys.self) continue;
         if (std::find(externals.begin(), externals.end(), t) != externals.end()) continue;
         externals.push_back(t);
       }
     for (TensorId t : externals)
-      if (rg_.producer_key[static_cast<std::size_t>(t)] >= lo) produced_in_[static_cast<std::size_t>(t)] = context_;
-    mark_produced(items);
-    count_uses(items, 1);
-    // Inputs a later stage of the step also reads: that read is over when
-    // this stage's backward starts (the whole forward pass ran).
+      if (rg_.producer_key[static_cast<std::size_t>(t)] >= keys.lo) produced_in_[static_cast<std::size_t>(t)] = context_;
+    return externals;
+  }
+
+  // Live buffers for the external inputs, with the references that hold
+  // them. Returns the inputs a later stage of the step also reads: that
+  // read is over when this stage's backward starts (the whole forward pass
+  // ran).
+  std::vector<TensorId> allocate_externals(const std::vector<TensorId>& externals, const Keys& keys) {
     std::vector<TensorId> read_later;
     for (TensorId t : externals) {
       const int pk = rg_.producer_key[static_cast<std::size_t>(t)];
@@ -149,33 +186,36 @@ class Replay : MemoryMachine {
       int refs = 1;  // made before the context: held by the checkpoint that keeps it
       if (made_here(t)) {
         refs = uses_[static_cast<std::size_t>(t)];
-        if (consumed_after(t, self, hi) || pk < held) ++refs;
-        if (first_reader == self && ctx_.original_forward && ctx_.saving) read_later.push_back(t);
-        if (first_reader > pk && first_reader < self) ++refs;  // held by its first reader
+        if (consumed_after(t, keys.self, keys.hi) || pk < keys.held) ++refs;
+        if (first_reader == keys.self && ctx_.original_forward && ctx_.saving) read_later.push_back(t);
+        if (first_reader > pk && first_reader < keys.self) ++refs;  // held by its first reader
       }
       current(t) = allocate(tensor(t).bytes(), kActivations, refs, t);
     }
-    // Outputs used later in the context: one reference for those users.
-    // Held outputs of a nested region's recomputation: one more, let go
-    // when the nested region ends.
+    return read_later;
+  }
+
+  // Outputs used later in the context: one reference for those users.
+  // Held outputs of a nested region's recomputation: one more, let go when
+  // the nested region ends; returned.
+  std::vector<TensorId> count_output_uses(const std::vector<OpId>& ops, const Keys& keys) {
     std::vector<TensorId> held_outputs;
     for (OpId id : ops)
       for (TensorId t : g_.op(id).outputs) {
-        if (consumed_after(t, self, hi)) ++uses_[static_cast<std::size_t>(t)];
-        if (ctx_.hold_outputs && consumed_after(t, hi, 1 << 30)) {
+        if (consumed_after(t, keys.self, keys.hi)) ++uses_[static_cast<std::size_t>(t)];
+        if (ctx_.hold_outputs && consumed_after(t, keys.hi, kNoEnd)) {
           ++uses_[static_cast<std::size_t>(t)];
           held_outputs.push_back(t);
         }
       }
+    return held_outputs;
+  }
 
-    const std::int64_t start = live();
-    peak_ = start;
-    forward(items, ctx_.saving, 0, -1, Pass::forward);
-    result.forward = {peak_ - start, live() - start};
-    if (!ctx_.saving) return result;
-
-    // Backward: gradients flowing in from later stages; for the loss, its
-    // seed (the held loss goes when all seeds exist).
+  // Backward: gradients flowing in from later stages; for the loss, its
+  // seed (the held loss goes when all seeds exist).
+  void run_backward(const std::vector<Item>& items, const std::vector<OpId>& ops,
+                    const std::vector<TensorId>& externals, const std::vector<TensorId>& read_later,
+                    const std::vector<TensorId>& held_outputs, StageRun& result) {
     for (TensorId t : read_later) release(current(t));
     const std::int64_t prelude = live();
     for (OpId id : ops) seed_gradients(g_.op(id));
@@ -187,21 +227,19 @@ class Replay : MemoryMachine {
         if (u == t) bytes = b;
       grad(t) = allocate(bytes, kGradients, 1);
     }
-    const std::int64_t bstart = live();
-    peak_ = bstart;
+    const std::int64_t start = live();
+    peak_ = start;
     region_depth_ = ctx_.in_region ? 1 : 0;
     backward(items, 0, -1);
-    result.backward = {peak_ - bstart, live() - bstart};
+    result.backward = {peak_ - start, live() - start};
     const std::int64_t before = live();
     for (TensorId t : held_outputs)
       if (current(t) >= 0) release(current(t));
     result.released_at_end_bytes = before - live();
     for (TensorId t : externals)
       if (grad(t) >= 0) result.outgoing_grads.emplace_back(t, buffer(grad(t)).bytes);
-    return result;
   }
 
- private:
   bool consumed_after(TensorId t, int self, int hi) const {
     for (OpId c : g_.consumers(t)) {
       const int k = rg_.op_key[static_cast<std::size_t>(c)];
