@@ -1,7 +1,6 @@
 #include "run_setup.h"
 
 #include <cstdlib>
-#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -145,15 +144,6 @@ Target RunSetup::target(const std::optional<PlanDocument>& document, const CLI::
   const std::int64_t bytes =
       document->budget_bytes && !given("--budget") && !device_given ? *document->budget_bytes : budget_bytes(d);
   return Target{CostGraph::build(m, options), std::move(d), bytes};
-}
-
-PlanChoice::PlanChoice(std::string name_or_path) : name(std::move(name_or_path)) {
-  std::error_code ec;
-  if (std::filesystem::is_regular_file(name, ec)) document = read_plan_document(name);
-}
-
-Plan PlanChoice::plan(const CostGraph& graph) const {
-  return document ? plan_for(*document, graph) : builtin_plan(name, graph.stages(), edges_per_stage(graph));
 }
 
 }  // namespace actmem::cli

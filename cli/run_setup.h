@@ -77,14 +77,4 @@ struct RunSetup {
   Target target(const std::optional<PlanDocument>& document, const CLI::App& app) const;
 };
 
-// --plan as simulate and report take it: a plan file, or a built-in plan.
-struct PlanChoice {
-  std::string name;                      // as given
-  std::optional<PlanDocument> document;  // read when `name` is a file
-
-  explicit PlanChoice(std::string name_or_path);
-  // The plan for the graph (InputError if it does not fit its stages).
-  Plan plan(const CostGraph& graph) const;
-};
-
 }  // namespace actmem::cli

@@ -1,5 +1,7 @@
 #include "actmem/plan_document.h"
 
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include "actmem/error.h"
@@ -55,6 +57,15 @@ Plan plan_for(const PlanDocument& d, const CostGraph& graph) {
                      fmt::format("expected the stage chain of '{}' (encoder, mesh_edge_embed, processor.0..{}, decoder)",
                                  graph.model().name, graph.stages().size() - 4));
   return plan_from_json(d.plan, graph.stages(), edges_per_stage(graph), d.source);
+}
+
+PlanChoice::PlanChoice(std::string name_or_path) : name(std::move(name_or_path)) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(name, ec)) document = read_plan_document(name);
+}
+
+Plan PlanChoice::plan(const CostGraph& graph) const {
+  return document ? plan_for(*document, graph) : builtin_plan(name, graph.stages(), edges_per_stage(graph));
 }
 
 nlohmann::json plan_document_json(const CostGraph& graph, const Device& device, std::int64_t budget_bytes,

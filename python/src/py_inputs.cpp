@@ -1,7 +1,5 @@
 #include "py_inputs.h"
 
-#include <filesystem>
-
 #include "actmem/error.h"
 #include "actmem/plan_document.h"
 #include "actmem/plan_json.h"
@@ -85,10 +83,7 @@ Plan plan_from(py::handle plan, const CostGraph& graph) {
   if (!py::isinstance<py::str>(plan))
     throw InputError("plan", "", "expected a built-in plan name, a plan file or a dict, got a value of type " +
                                      type_name(plan));
-  const std::string name = text_of(plan, "plan");
-  std::error_code ec;
-  if (std::filesystem::is_regular_file(name, ec)) return plan_for(read_plan_document(name), graph);
-  return builtin_plan(name, graph.stages(), edges_per_stage(graph));
+  return PlanChoice(text_of(plan, "plan")).plan(graph);
 }
 
 }  // namespace actmem::python

@@ -43,6 +43,18 @@ PlanDocument plan_document_from_json(const nlohmann::json& document, const std::
 // blocks do not fit the stages.
 Plan plan_for(const PlanDocument& document, const CostGraph& graph);
 
+// A plan as `--plan` (CLI) and `plan=` (Python) take it: an existing file
+// is read as a plan document, anything else names a built-in plan
+// (builtin_plan(): none, full, every:K, deepmind, deepmind:B).
+struct PlanChoice {
+  std::string name;                      // as given
+  std::optional<PlanDocument> document;  // read when `name` is a file
+
+  explicit PlanChoice(std::string name_or_path);
+  // The plan for the graph (InputError if it does not fit its stages).
+  Plan plan(const CostGraph& graph) const;
+};
+
 // The complete plan document for a plan and its simulation.
 nlohmann::json plan_document_json(const CostGraph& graph, const Device& device, std::int64_t budget_bytes,
                                   const Plan& plan, const Report& predicted, const nlohmann::json& exports);
