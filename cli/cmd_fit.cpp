@@ -28,72 +28,65 @@ std::vector<std::string> devices_that_fit(std::int64_t min_peak_bytes, const Dev
   return ids;
 }
 
-}  // namespace
+// What `fit` found for one run, and what it is compared with.
+struct FitAnswer {
+  const CostGraph& graph;
+  const Device& device;
+  std::int64_t budget;    // what plans must fit: the budget less the headroom
+  std::int64_t headroom;  // kept free by --headroom (0: none)
+  Solution solution;
+  Report baseline;  // the run without checkpoints
+  std::vector<std::string> devices_that_fit;
+};
 
-int run_fit(const Args& args) {
-  CLI::App app{"Will one training step fit on the device? Finds the fastest plan that fits.", "fit"};
-  RunSetup setup;
-  setup.add_options(app);
-  setup.add_solver_options(app);
-  setup.add_headroom_option(app);
-  bool json = false;
-  app.add_flag("--json", json, "print the report of the chosen plan as JSON");
-  parse(app, args);
+void print_json_answer(const FitAnswer& a) {
+  nlohmann::json out = to_json(a.solution.report);
+  out["headroom_bytes"] = a.headroom;
+  out["plan"] = plan_to_json(a.solution.plan, a.graph.stages());
+  out["min_peak_bytes"] = a.solution.min_peak_bytes;
+  // null where actmem does not model the memory without checkpoints (J11).
+  out["no_checkpoint_peak_bytes"] =
+      a.baseline.memory_modelled ? nlohmann::json(a.baseline.peak_bytes) : nlohmann::json();
+  out["no_checkpoint_step_time_s"] = a.baseline.step_time_s;
+  out["devices_that_fit"] = a.devices_that_fit;
+  print_json(out);
+}
 
-  // `budget` is what plans must fit: the budget less the headroom.
-  const auto [graph, device, budget] = setup.target();
-  const std::int64_t headroom = setup.headroom_bytes(device);
-  const Solution solution = solve(graph, device, budget, setup.solver_options());
-  const Report baseline = simulate(graph, device, budget, empty_plan(graph.stages()));
-  const std::vector<std::string> fitting = devices_that_fit(solution.min_peak_bytes, device, setup.headroom);
+void print_fits(const FitAnswer& a) {
+  const Report& r = a.solution.report;
+  if (r.peak_bytes <= a.budget)
+    std::cout << fmt::format("FITS: predicted peak {} of {} budget ({} to spare{})\n", format_bytes(r.peak_bytes),
+                             format_bytes(a.budget), format_bytes(a.budget - r.peak_bytes),
+                             a.headroom > 0 ? fmt::format(", and the {} headroom", format_bytes(a.headroom)) : "");
+  else
+    std::cout << fmt::format("FITS: predicted peak {} as written, over the {} budget\n{}", format_bytes(r.peak_bytes),
+                             format_bytes(a.budget), describe_compiler_remat(r));
+  std::cout << "plan: " << describe(a.solution.plan, a.graph.stages()) << '\n';
+  std::cout << fmt::format("recompute overhead: +{:.1f}% FLOPs; step time {} (without checkpoints {}, needing {})\n",
+                           100.0 * r.recompute_overhead(), format_seconds(r.step_time_s),
+                           format_seconds(a.baseline.step_time_s),
+                           a.baseline.memory_modelled ? format_bytes(a.baseline.peak_bytes) : "memory not modelled");
+}
 
-  if (json) {
-    nlohmann::json out = to_json(solution.report);
-    out["headroom_bytes"] = headroom;
-    out["plan"] = plan_to_json(solution.plan, graph.stages());
-    out["min_peak_bytes"] = solution.min_peak_bytes;
-    // null where actmem does not model the memory without checkpoints (J11).
-    out["no_checkpoint_peak_bytes"] = baseline.memory_modelled ? nlohmann::json(baseline.peak_bytes) : nlohmann::json();
-    out["no_checkpoint_step_time_s"] = baseline.step_time_s;
-    out["devices_that_fit"] = fitting;
-    print_json(out);
-    return solution.feasible ? 0 : 1;
-  }
+void print_does_not_fit(const FitAnswer& a, bool nested_regions) {
+  const Report& r = a.solution.report;
+  std::cout << fmt::format("DOES NOT FIT: the least memory any plan needs is {} (budget {})\n{}",
+                           format_bytes(a.solution.min_peak_bytes), format_bytes(a.budget), describe_compiler_remat(r));
+  if (a.headroom > 0 && simulate(a.graph, a.device, a.budget + a.headroom, a.solution.plan).fits)
+    std::cout << fmt::format("  it would fit the whole {} budget, eating into the headroom; --headroom 0 plans to "
+                             "the last byte, where actmem's validation does not vouch for the answer\n",
+                             format_bytes(a.budget + a.headroom));
+  std::cout << "least-memory plan: " << describe(a.solution.plan, a.graph.stages()) << '\n';
+  std::cout << (a.devices_that_fit.empty()
+                    ? std::string{"no catalog device fits; reduce batch or rollout"}
+                    : fmt::format("catalog devices that fit: {}", fmt::join(a.devices_that_fit, ", ")))
+            << '\n';
+  if (!nested_regions)
+    std::cout << "hint: --nested-regions also searches regions inside regions (slower); it can need less "
+                 "memory, most at rollout > 1\n";
+}
 
-  const Report& r = solution.report;
-  std::cout << describe_run(graph, device);
-  if (headroom > 0)
-    std::cout << fmt::format("headroom: {} of the {} budget kept free (--headroom); plans must fit in {}\n",
-                             setup.headroom->describe(budget + headroom), format_bytes(budget + headroom),
-                             format_bytes(budget));
-  if (solution.feasible) {
-    if (r.peak_bytes <= budget)
-      std::cout << fmt::format("FITS: predicted peak {} of {} budget ({} to spare{})\n", format_bytes(r.peak_bytes),
-                               format_bytes(budget), format_bytes(budget - r.peak_bytes),
-                               headroom > 0 ? fmt::format(", and the {} headroom", format_bytes(headroom)) : "");
-    else
-      std::cout << fmt::format("FITS: predicted peak {} as written, over the {} budget\n{}", format_bytes(r.peak_bytes),
-                               format_bytes(budget), describe_compiler_remat(r));
-    std::cout << "plan: " << describe(solution.plan, graph.stages()) << '\n';
-    std::cout << fmt::format("recompute overhead: +{:.1f}% FLOPs; step time {} (without checkpoints {}, needing {})\n",
-                             100.0 * r.recompute_overhead(), format_seconds(r.step_time_s),
-                             format_seconds(baseline.step_time_s),
-                             baseline.memory_modelled ? format_bytes(baseline.peak_bytes) : "memory not modelled");
-  } else {
-    std::cout << fmt::format("DOES NOT FIT: the least memory any plan needs is {} (budget {})\n{}",
-                             format_bytes(solution.min_peak_bytes), format_bytes(budget), describe_compiler_remat(r));
-    if (headroom > 0 && simulate(graph, device, budget + headroom, solution.plan).fits)
-      std::cout << fmt::format("  it would fit the whole {} budget, eating into the headroom; --headroom 0 plans to "
-                               "the last byte, where actmem's validation does not vouch for the answer\n",
-                               format_bytes(budget + headroom));
-    std::cout << "least-memory plan: " << describe(solution.plan, graph.stages()) << '\n';
-    std::cout << (fitting.empty() ? std::string{"no catalog device fits; reduce batch or rollout"}
-                                  : fmt::format("catalog devices that fit: {}", fmt::join(fitting, ", ")))
-              << '\n';
-    if (!setup.nested_regions)
-      std::cout << "hint: --nested-regions also searches regions inside regions (slower); it can need less "
-                   "memory, most at rollout > 1\n";
-  }
+void print_peak(const Report& r) {
   std::cout << fmt::format("peak at: {} pass, {}{}, op {}\n", to_string(r.peak_at.pass), r.peak_at.stage,
                            r.peak_at.block >= 0 ? fmt::format(" block {}", r.peak_at.block) : "", r.peak_at.op);
   const MemoryBreakdown& b = r.breakdown;
@@ -102,7 +95,46 @@ int run_fit(const Args& args) {
                            format_bytes(b.activations), format_bytes(b.gradients), format_bytes(b.workspace),
                            format_bytes(b.parameters), format_bytes(b.optimizer_state), format_bytes(b.inputs),
                            format_bytes(b.reserved));
-  return solution.feasible ? 0 : 1;
+}
+
+void print_text_answer(const FitAnswer& a, const RunSetup& setup) {
+  std::cout << describe_run(a.graph, a.device);
+  if (a.headroom > 0)
+    std::cout << fmt::format("headroom: {} of the {} budget kept free (--headroom); plans must fit in {}\n",
+                             setup.headroom->describe(a.budget + a.headroom), format_bytes(a.budget + a.headroom),
+                             format_bytes(a.budget));
+  if (a.solution.feasible)
+    print_fits(a);
+  else
+    print_does_not_fit(a, setup.nested_regions);
+  print_peak(a.solution.report);
+}
+
+}  // namespace
+
+int run_fit(const Args& args) {
+  CLI::App app{"Will one training step fit on the device? Finds the fastest plan that fits.", "fit"};
+  RunSetup setup;
+  setup.add_planning_options(app);
+  bool json = false;
+  app.add_flag("--json", json, "print the report of the chosen plan as JSON");
+  parse(app, args);
+
+  const auto [graph, device, budget] = setup.target();
+  Solution solution = solve(graph, device, budget, setup.solver_options());
+  const std::int64_t min_peak = solution.min_peak_bytes;
+  const FitAnswer answer{graph,
+                         device,
+                         budget,
+                         setup.headroom_bytes(device),
+                         std::move(solution),
+                         simulate(graph, device, budget, empty_plan(graph.stages())),
+                         devices_that_fit(min_peak, device, setup.headroom)};
+  if (json)
+    print_json_answer(answer);
+  else
+    print_text_answer(answer, setup);
+  return answer.solution.feasible ? 0 : 1;
 }
 
 }  // namespace actmem::cli

@@ -28,9 +28,7 @@ std::string headroom_note(std::int64_t headroom) {
 int run_plan(const Args& args) {
   CLI::App app{"Find the fastest plan that fits and write it as JSON (format actmem.plan, version 1).", "plan"};
   RunSetup setup;
-  setup.add_options(app);
-  setup.add_solver_options(app);
-  setup.add_headroom_option(app);
+  setup.add_planning_options(app);
   std::string output;
   std::string trainer;
   app.add_option("-o,--output", output, "plan file to write (atomically), or - for stdout");

@@ -62,6 +62,12 @@ struct RunSetup {
   SolverOptions solver_options() const;
   // For the commands that answer "will it fit" and write plans: --headroom.
   void add_headroom_option(CLI::App& app);
+  // All three, for the commands that find a plan for one run (fit, plan).
+  void add_planning_options(CLI::App& app) {
+    add_options(app);
+    add_solver_options(app);
+    add_headroom_option(app);
+  }
 
   // Loaded and validated; InputError on anything wrong.
   ModelDescription load_model() const;
