@@ -44,6 +44,20 @@ RunArguments arguments(py::object model, py::object device, py::object memory, p
                       rollout, std::move(dtype), std::move(framework), std::move(optimizer)};
 }
 
+// Fills a JSON value by `compute` without the GIL, then converts it to
+// Python values with the GIL; its storage is released without allocating
+// (py_json.h: ReleaseOnExit).
+template <typename Compute>
+py::object json_without_gil(Compute&& compute) {
+  nlohmann::json out;
+  const ReleaseOnExit released(out);
+  {
+    const py::gil_scoped_release unlocked;
+    compute(out);
+  }
+  return to_python(std::move(out));
+}
+
 SolverOptions solver_options(py::handle nested_regions) {
   SolverOptions options;
   options.allow_nested_regions = flag_from(nested_regions, "nested_regions");
@@ -55,10 +69,7 @@ py::object fits_py(py::object model, py::object device, py::object memory, py::o
                    py::object nested_regions) {
   const Target t = target_from(arguments(model, device, memory, budget, batch, rollout, dtype, framework, optimizer));
   const SolverOptions options = solver_options(nested_regions);
-  nlohmann::json out;
-  const ReleaseOnExit released(out);  // JSON values here are released without allocating (py_json.h)
-  {
-    const py::gil_scoped_release unlocked;
+  return json_without_gil([&](nlohmann::json& out) {
     const FitAnswer a = fits(*t.graph, t.device, t.budget_bytes, options);
     out = {{"fits", a.fits},
            {"peak_bytes", a.peak_bytes},
@@ -68,8 +79,7 @@ py::object fits_py(py::object model, py::object device, py::object memory, py::o
            {"plan", plan_json(a.plan, *t.graph)},
            {"description", describe(a.plan, t.graph->stages())},
            {"report", to_json(a.report)}};
-  }
-  return to_python(std::move(out));
+  });
 }
 
 py::object plan_py(py::object model, py::object device, py::object memory, py::object budget, py::object batch,
@@ -77,16 +87,12 @@ py::object plan_py(py::object model, py::object device, py::object memory, py::o
                    py::object nested_regions) {
   const Target t = target_from(arguments(model, device, memory, budget, batch, rollout, dtype, framework, optimizer));
   const SolverOptions options = solver_options(nested_regions);
-  nlohmann::json document;
-  const ReleaseOnExit released(document);
-  {
-    const py::gil_scoped_release unlocked;
+  return json_without_gil([&](nlohmann::json& document) {
     const Solution s = solve(*t.graph, t.device, t.budget_bytes, options);
     nlohmann::json exports = trainer_exports(*t.graph, t.device, t.budget_bytes, s.plan, s.report);
     const ReleaseOnExit released_exports(exports);
     document = plan_document_json(*t.graph, t.device, t.budget_bytes, s.plan, s.report, exports);
-  }
-  return to_python(std::move(document));
+  });
 }
 
 py::object simulate_py(py::object model, py::object device, py::object memory, py::object budget, py::object batch,
@@ -97,15 +103,11 @@ py::object simulate_py(py::object model, py::object device, py::object memory, p
   SimulationOptions options;
   options.record_timeline = flag_from(timeline, "timeline");
   Report r;
-  nlohmann::json out;
-  const ReleaseOnExit released(out);
-  {
-    const py::gil_scoped_release unlocked;
+  py::object result = json_without_gil([&](nlohmann::json& out) {
     r = simulate(*t.graph, t.device, t.budget_bytes, p, options);
     out = to_json(r);
     out["plan"] = plan_json(p, *t.graph);
-  }
-  py::object result = to_python(std::move(out));
+  });
   if (options.record_timeline) result["timeline"] = timeline_rows(r);
   return result;
 }
@@ -115,10 +117,8 @@ py::object pareto_py(py::object model, py::object device, py::object memory, py:
                      py::object nested_regions) {
   const Target t = target_from(arguments(model, device, memory, budget, batch, rollout, dtype, framework, optimizer));
   const SolverOptions options = solver_options(nested_regions);
-  nlohmann::json points = nlohmann::json::array();
-  const ReleaseOnExit released(points);
-  {
-    const py::gil_scoped_release unlocked;
+  return json_without_gil([&](nlohmann::json& points) {
+    points = nlohmann::json::array();
     for (const ParetoPoint& p : pareto_frontier(*t.graph, t.device, options)) {
       // Reports judged against the budget asked for.
       Report r = p.report;
@@ -128,8 +128,7 @@ py::object pareto_py(py::object model, py::object device, py::object memory, py:
                         {"description", describe(p.plan, t.graph->stages())},
                         {"report", to_json(r)}});
     }
-  }
-  return to_python(std::move(points));
+  });
 }
 
 // Defines a function taking the run arguments (py_inputs.h), then `extra`.
