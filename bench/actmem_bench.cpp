@@ -59,8 +59,8 @@ int main(int argc, char** argv) {
   }
   const ModelDescription model = load_model(model_name);
   const Device device = load_device("tpu-v4");
-  fmt::print("{}, bfloat16, batch 1, on {} (budget {:.2f} GiB); median of {} runs\n", model_name,
-             device.id, gib(device.memory_bytes), runs);
+  fmt::print("{}, bfloat16, batch 1, on {} (budget {:.2f} GiB); median of {} runs\n", model_name, device.id,
+             gib(device.memory_bytes), runs);
   fmt::print("{:<8} {:>7} {:>12} {:>14}  {}\n", "framework", "rollout", "solve ms", "simulate ms", "result");
   for (Framework framework : {Framework::pytorch, Framework::jax})
     for (std::int64_t rollout : {1, 12}) {
@@ -74,9 +74,10 @@ int main(int argc, char** argv) {
       const double simulate_ms =
           median_ms(runs, [&] { (void)simulate(graph, device, device.memory_bytes, solution.plan); });
       fmt::print("{:<8} {:>7} {:>12.1f} {:>14.3f}  {}\n", to_string(framework), rollout, solve_ms, simulate_ms,
-                 solution.feasible ? fmt::format("fits, peak {:.2f} GiB, recompute +{:.1f}%", gib(solution.report.peak_bytes),
-                                                 100 * solution.report.recompute_overhead())
-                                   : fmt::format("does not fit: needs {:.2f} GiB", gib(solution.min_peak_bytes)));
+                 solution.feasible
+                     ? fmt::format("fits, peak {:.2f} GiB, recompute +{:.1f}%", gib(solution.report.peak_bytes),
+                                   100 * solution.report.recompute_overhead())
+                     : fmt::format("does not fit: needs {:.2f} GiB", gib(solution.min_peak_bytes)));
     }
 
   // The configuration DeepMind trained: jax, rollout 1, beside its hand plan.

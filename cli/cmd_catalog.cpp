@@ -19,10 +19,10 @@ int run_models(const Args& args) {
 
   nlohmann::json list = nlohmann::json::array();
   if (!json)
-    std::cout << fmt::format("{:<22} {:>6} {:>5} {:>10} {:>8} {:>10} {:>10} {:>10} {:>5} {:>11}\n", "preset",
-                             "res", "level", "grid", "mesh", "grid2mesh", "mesh", "mesh2grid", "steps", "parameters")
-              << fmt::format("{:<22} {:>6} {:>5} {:>10} {:>8} {:>10} {:>10} {:>10} {:>5} {:>11}\n", "", "", "",
-                             "nodes", "nodes", "edges", "edges", "edges", "", "");
+    std::cout << fmt::format("{:<22} {:>6} {:>5} {:>10} {:>8} {:>10} {:>10} {:>10} {:>5} {:>11}\n", "preset", "res",
+                             "level", "grid", "mesh", "grid2mesh", "mesh", "mesh2grid", "steps", "parameters")
+              << fmt::format("{:<22} {:>6} {:>5} {:>10} {:>8} {:>10} {:>10} {:>10} {:>5} {:>11}\n", "", "", "", "nodes",
+                             "nodes", "edges", "edges", "edges", "", "");
   for (const std::string& name : preset_names()) {
     const ModelDescription m = load_model(name);
     nlohmann::json entry = to_json(m);
@@ -54,8 +54,8 @@ int run_devices(const Args& args) {
   std::cout << fmt::format("{:<14} {:>11} {:>11} {:>11} {:>11} {:>10}  {}\n", "id", "memory", "reserve", "bf16 TF/s",
                            "fp32 TF/s", "TB/s", "name");
   for (const Device& d : device_catalog())
-    std::cout << fmt::format("{:<14} {:>11} {:>11} {:>11} {:>11.1f} {:>10.2f}  {}\n", d.id, format_bytes(d.memory_bytes),
-                             format_bytes(d.reserve_bytes),
+    std::cout << fmt::format("{:<14} {:>11} {:>11} {:>11} {:>11.1f} {:>10.2f}  {}\n", d.id,
+                             format_bytes(d.memory_bytes), format_bytes(d.reserve_bytes),
                              d.peak_bf16_flops > 0 ? fmt::format("{:.0f}", d.peak_bf16_flops / 1e12) : "-",
                              d.peak_fp32_flops / 1e12, d.bandwidth_bytes_per_s / 1e12, d.name);
   return 0;

@@ -73,9 +73,10 @@ void print_does_not_fit(const FitAnswer& a, bool nested_regions) {
   std::cout << fmt::format("DOES NOT FIT: the least memory any plan needs is {} (budget {})\n{}",
                            format_bytes(a.solution.min_peak_bytes), format_bytes(a.budget), describe_compiler_remat(r));
   if (a.headroom > 0 && simulate(a.graph, a.device, a.budget + a.headroom, a.solution.plan).fits)
-    std::cout << fmt::format("  it would fit the whole {} budget, eating into the headroom; --headroom 0 plans to "
-                             "the last byte, where actmem's validation does not vouch for the answer\n",
-                             format_bytes(a.budget + a.headroom));
+    std::cout << fmt::format(
+        "  it would fit the whole {} budget, eating into the headroom; --headroom 0 plans to "
+        "the last byte, where actmem's validation does not vouch for the answer\n",
+        format_bytes(a.budget + a.headroom));
   std::cout << "least-memory plan: " << describe(a.solution.plan, a.graph.stages()) << '\n';
   std::cout << (a.devices_that_fit.empty()
                     ? std::string{"no catalog device fits; reduce batch or rollout"}
@@ -90,11 +91,11 @@ void print_peak(const Report& r) {
   std::cout << fmt::format("peak at: {} pass, {}{}, op {}\n", to_string(r.peak_at.pass), r.peak_at.stage,
                            r.peak_at.block >= 0 ? fmt::format(" block {}", r.peak_at.block) : "", r.peak_at.op);
   const MemoryBreakdown& b = r.breakdown;
-  std::cout << fmt::format("at the peak: activations {}, gradients {}, workspace {}, parameters {}, optimizer {}, "
-                           "inputs {}, reserved {}\n",
-                           format_bytes(b.activations), format_bytes(b.gradients), format_bytes(b.workspace),
-                           format_bytes(b.parameters), format_bytes(b.optimizer_state), format_bytes(b.inputs),
-                           format_bytes(b.reserved));
+  std::cout << fmt::format(
+      "at the peak: activations {}, gradients {}, workspace {}, parameters {}, optimizer {}, "
+      "inputs {}, reserved {}\n",
+      format_bytes(b.activations), format_bytes(b.gradients), format_bytes(b.workspace), format_bytes(b.parameters),
+      format_bytes(b.optimizer_state), format_bytes(b.inputs), format_bytes(b.reserved));
 }
 
 void print_text_answer(const FitAnswer& a, const RunSetup& setup) {

@@ -87,7 +87,8 @@ int mesh_level(const std::string& text) {
   try {
     return static_cast<int>(parse_integer(text, "--mesh-level", 0, kMaxMeshLevel));
   } catch (const InputError&) {
-    throw InputError("--mesh-level", "", fmt::format("expected a mesh level from 0 to {}, got {}", kMaxMeshLevel, text));
+    throw InputError("--mesh-level", "",
+                     fmt::format("expected a mesh level from 0 to {}, got {}", kMaxMeshLevel, text));
   }
 }
 
@@ -103,8 +104,7 @@ int run_mesh(const Args& args) {
   bool quiet = false;
   // Each value is checked as it is parsed, before the computation, which takes a while.
   app.add_option_function<double>(
-         "--resolution",
-         [&](double v) { spec.resolution_deg = checked(v, resolution_problem(v), "--resolution"); },
+         "--resolution", [&](double v) { spec.resolution_deg = checked(v, resolution_problem(v), "--resolution"); },
          fmt::format("grid resolution in degrees, at least {}; must divide 180 and 360", kMinResolutionDeg))
       ->default_str(fmt::format("{}", spec.resolution_deg));
   app.add_option_function<std::string>(

@@ -7,10 +7,10 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "actmem/error.h"
 #include "actmem/exports.h"
 #include "actmem/plan_document.h"
 #include "actmem/solver.h"
-#include "actmem/error.h"
 #include "actmem/suggest.h"
 #include "actmem/units.h"
 #include "commands.h"
@@ -49,10 +49,10 @@ int run_plan(const Args& args) {
   const auto [graph, device, budget] = setup.target();
   const Solution solution = solve(graph, device, budget, setup.solver_options());
   if (!solution.feasible) {
-    std::cerr << fmt::format("actmem: does not fit: the least memory any plan needs is {} (budget {}{}); no plan "
-                             "written\n",
-                             format_bytes(solution.min_peak_bytes), format_bytes(budget),
-                             headroom_note(setup.headroom_bytes(device)));
+    std::cerr << fmt::format(
+        "actmem: does not fit: the least memory any plan needs is {} (budget {}{}); no plan "
+        "written\n",
+        format_bytes(solution.min_peak_bytes), format_bytes(budget), headroom_note(setup.headroom_bytes(device)));
     return 1;
   }
   const nlohmann::json exports = trainer_exports(graph, device, budget, solution.plan, solution.report);

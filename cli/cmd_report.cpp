@@ -62,9 +62,10 @@ void write_outputs(const std::vector<std::pair<std::string, std::string>>& outpu
 }  // namespace
 
 int run_report(const Args& args) {
-  CLI::App app{"Draw one training step's memory: the timeline, the memory/time trade-off, the catalog and the plan, "
-               "in one self-contained HTML file (docs/report.md).",
-               "report"};
+  CLI::App app{
+      "Draw one training step's memory: the timeline, the memory/time trade-off, the catalog and the plan, "
+      "in one self-contained HTML file (docs/report.md).",
+      "report"};
   RunSetup setup;
   setup.add_options(app);
   setup.add_solver_options(app);
@@ -76,16 +77,16 @@ int run_report(const Args& args) {
   app.add_option("--svg", svg_path, "also (or only) write the memory timeline alone as an SVG file");
   parse(app, args);
   if (output.empty() && svg_path.empty())
-    throw UsageError("report: expected -o FILE (the HTML report) or --svg FILE (the timeline alone); see 'actmem report --help'");
+    throw UsageError(
+        "report: expected -o FILE (the HTML report) or --svg FILE (the timeline alone); see 'actmem report --help'");
 
   ProgressLine progress("actmem report", setup.quiet);
   const Chosen chosen = choose(setup, plan_name, app);
   const auto& [graph, device, budget] = chosen.target;
-  picture::ReportFigures figures =
-      picture::gather_figures(graph, device, budget, chosen.plan, chosen.origin, setup.solver_options(),
-                              [&setup](const Device& d) {
-                                return std::max<std::int64_t>(d.memory_bytes - setup.headroom->of(d.memory_bytes), 0);
-                              });
+  picture::ReportFigures figures = picture::gather_figures(
+      graph, device, budget, chosen.plan, chosen.origin, setup.solver_options(), [&setup](const Device& d) {
+        return std::max<std::int64_t>(d.memory_bytes - setup.headroom->of(d.memory_bytes), 0);
+      });
   figures.subtitle = describe_run(graph, device);
   figures.subtitle.pop_back();  // the newline
   figures.subtitle += ", budget " + format_bytes(budget);
@@ -101,8 +102,9 @@ int run_report(const Args& args) {
   const Report& r = figures.report;
   if (!setup.quiet)
     for (const auto& [path, text] : outputs)
-      std::cerr << fmt::format("wrote {} ({}): peak {} of {}, {}\n", one_line(path), format_bytes(static_cast<std::int64_t>(text.size())),
-                               format_bytes(r.peak_bytes), format_bytes(budget), r.fits ? "fits" : "does not fit");
+      std::cerr << fmt::format("wrote {} ({}): peak {} of {}, {}\n", one_line(path),
+                               format_bytes(static_cast<std::int64_t>(text.size())), format_bytes(r.peak_bytes),
+                               format_bytes(budget), r.fits ? "fits" : "does not fit");
   return r.fits ? 0 : 1;
 }
 

@@ -43,7 +43,8 @@ int run_simulate(const Args& args) {
   options.record_peak_buffers = peak_buffers > 0;
   Report report = simulate(graph, device, budget, plan, options);
   if (!timeline_path.empty()) write_file_atomically(timeline_path, timeline_csv(report));
-  if (report.live_at_peak.size() > static_cast<std::size_t>(peak_buffers)) report.live_at_peak.resize(static_cast<std::size_t>(peak_buffers));
+  if (report.live_at_peak.size() > static_cast<std::size_t>(peak_buffers))
+    report.live_at_peak.resize(static_cast<std::size_t>(peak_buffers));
 
   if (json) {
     nlohmann::json out = to_json(report);

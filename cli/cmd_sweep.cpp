@@ -64,7 +64,8 @@ std::string table_row(const std::array<std::string, 8>& cells) {
 }  // namespace
 
 int run_sweep(const Args& args) {
-  CLI::App app{"Tabulate fits / peak / overhead over devices, batch sizes and rollouts, for choosing hardware.", "sweep"};
+  CLI::App app{"Tabulate fits / peak / overhead over devices, batch sizes and rollouts, for choosing hardware.",
+               "sweep"};
   RunSetup setup;
   setup.add_options(app, /*batch_and_rollout=*/false);
   setup.add_solver_options(app);
@@ -107,8 +108,8 @@ int run_sweep(const Args& args) {
       run.rollout = rollout;
       const CostGraph graph = CostGraph::build(model, run);
       for (const Device& d : targets) {
-        progress.update(fmt::format("{}, batch {}, rollout {}", d.id, batch, rollout), static_cast<int>(rows.size()) + 1,
-                        steps);
+        progress.update(fmt::format("{}, batch {}, rollout {}", d.id, batch, rollout),
+                        static_cast<int>(rows.size()) + 1, steps);
         // A headroom of a whole device's memory leaves nothing: nothing fits there.
         const std::int64_t budget = std::max<std::int64_t>(setup.budget_bytes(d) - setup.headroom_bytes(d), 0);
         const Solution sol = solve(graph, d, budget, setup.solver_options());

@@ -15,10 +15,9 @@ ProgressLine::ProgressLine(std::string command, bool quiet)
     : command_(std::move(command)),
       shown_(!quiet && ::isatty(STDERR_FILENO) == 1),
       start_(std::chrono::steady_clock::now()),
-      observer_(shown_ ? ProgressObserver([this](std::string_view what, int step, int steps) {
-                  update(what, step, steps);
-                })
-                       : ProgressObserver()) {}
+      observer_(
+          shown_ ? ProgressObserver([this](std::string_view what, int step, int steps) { update(what, step, steps); })
+                 : ProgressObserver()) {}
 
 ProgressLine::~ProgressLine() { clear(); }
 

@@ -15,9 +15,10 @@ std::string describe_run(const CostGraph& g, const Device& d) {
 
 std::string describe_compiler_remat(const Report& r) {
   if (r.compiler_floor_bytes >= r.peak_bytes || r.peak_bytes <= r.budget_bytes) return {};
-  return fmt::format("  {} the compiler's own rematerialisation (XLA recomputes gathers, SiLU, residual adds and "
-                     "input embeddings when over its limit), which can bring it to about {}\n",
-                     r.fits ? "fits only through" : "does not fit even after", format_bytes(r.compiler_floor_bytes));
+  return fmt::format(
+      "  {} the compiler's own rematerialisation (XLA recomputes gathers, SiLU, residual adds and "
+      "input embeddings when over its limit), which can bring it to about {}\n",
+      r.fits ? "fits only through" : "does not fit even after", format_bytes(r.compiler_floor_bytes));
 }
 
 std::string describe_report(const Report& r) {
@@ -26,9 +27,10 @@ std::string describe_report(const Report& r) {
                                  r.fits ? "fits" : (r.memory_modelled ? "does not fit" : "not judged"));
   text += describe_compiler_remat(r);
   if (!r.memory_modelled)
-    text += "  not a prediction: under JAX a rollout without each step checkpointed keeps JAX's own residuals of the "
-            "scan, which actmem does not model (docs/cost-model.md J11; XLA measured up to 2.4 times this); "
-            "checkpoint each rollout step (plan \"step_checkpoint\": true)\n";
+    text +=
+        "  not a prediction: under JAX a rollout without each step checkpointed keeps JAX's own residuals of the "
+        "scan, which actmem does not model (docs/cost-model.md J11; XLA measured up to 2.4 times this); "
+        "checkpoint each rollout step (plan \"step_checkpoint\": true)\n";
   text += fmt::format("  activations {}, gradients {}, workspace {}\n", format_bytes(b.activations),
                       format_bytes(b.gradients), format_bytes(b.workspace));
   text += fmt::format("  parameters {}, optimizer state {}, inputs {}, reserved {}\n", format_bytes(b.parameters),
@@ -46,7 +48,9 @@ std::string describe_report(const Report& r) {
 std::string describe_peak_buffers(const std::vector<PeakBuffer>& buffers) {
   std::string text = "buffers live at the peak:\n";
   for (const PeakBuffer& b : buffers) {
-    const std::string what = b.tensor.empty() ? "scratch" : b.category == "gradients" ? "gradient of " + b.tensor : b.tensor;
+    const std::string what = b.tensor.empty()            ? "scratch"
+                             : b.category == "gradients" ? "gradient of " + b.tensor
+                                                         : b.tensor;
     text += fmt::format("  {:>12}  {}\n", format_bytes(b.bytes), what);
   }
   return text;

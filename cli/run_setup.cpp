@@ -73,7 +73,8 @@ Headroom parse_headroom(const std::string& text) {
     char* end = nullptr;
     const double percent = std::strtod(number.c_str(), &end);
     if (number.empty() || end != number.c_str() + number.size() || !(percent >= 0 && percent <= 50))
-      throw InputError("--headroom", "", fmt::format("expected a share from 0% to 50% or a size such as 2GiB, got '{}'", text));
+      throw InputError("--headroom", "",
+                       fmt::format("expected a share from 0% to 50% or a size such as 2GiB, got '{}'", text));
     h.share = percent / 100.0;
     return h;
   }

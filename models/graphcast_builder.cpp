@@ -49,8 +49,8 @@ class GraphCastBuilder {
       if (in.frames) grid_parts = {carry, forcing, in.statics};
       const TensorId prediction = network(grid_parts, in);
       stage_ = loss_stage();
-      const TensorId target = input(fmt::format("target.{}", step), m_.grid_nodes * run_.batch,
-                                    m_.output_features, in.frames ? 4 : feature_bytes());
+      const TensorId target = input(fmt::format("target.{}", step), m_.grid_nodes * run_.batch, m_.output_features,
+                                    in.frames ? 4 : feature_bytes());
       // Autocast runs mse_loss in float32: on a float32 copy of the prediction.
       const TensorId scored = autocast_ ? cast("prediction_float32", prediction, 4) : prediction;
       const TensorId loss = activation("loss", 1, 1, 4);
@@ -91,9 +91,11 @@ class GraphCastBuilder {
     in.g2m = input("grid2mesh_edge_features", m_.grid2mesh_edges * run_.batch, m_.edge_features, feature_bytes());
     in.mesh_edges = input("mesh_edge_features", m_.mesh_edges * run_.batch, m_.edge_features, feature_bytes());
     in.m2g = input("mesh2grid_edge_features", m_.mesh2grid_edges * run_.batch, m_.edge_features, feature_bytes());
-    g2m_ = {input("grid2mesh_senders", m_.grid2mesh_edges, 1, 8), input("grid2mesh_receivers", m_.grid2mesh_edges, 1, 8)};
+    g2m_ = {input("grid2mesh_senders", m_.grid2mesh_edges, 1, 8),
+            input("grid2mesh_receivers", m_.grid2mesh_edges, 1, 8)};
     mesh_ = {input("mesh_senders", m_.mesh_edges, 1, 8), input("mesh_receivers", m_.mesh_edges, 1, 8)};
-    m2g_ = {input("mesh2grid_senders", m_.mesh2grid_edges, 1, 8), input("mesh2grid_receivers", m_.mesh2grid_edges, 1, 8)};
+    m2g_ = {input("mesh2grid_senders", m_.mesh2grid_edges, 1, 8),
+            input("mesh2grid_receivers", m_.mesh2grid_edges, 1, 8)};
     return in;
   }
 
@@ -106,9 +108,11 @@ class GraphCastBuilder {
     in.g2m = input("grid2mesh_edge_features", m_.grid2mesh_edges, m_.edge_features, 4);
     in.mesh_edges = input("mesh_edge_features", m_.mesh_edges, m_.edge_features, 4);
     in.m2g = input("mesh2grid_edge_features", m_.mesh2grid_edges, m_.edge_features, 4);
-    g2m_ = {input("grid2mesh_senders", m_.grid2mesh_edges, 1, 4), input("grid2mesh_receivers", m_.grid2mesh_edges, 1, 4)};
+    g2m_ = {input("grid2mesh_senders", m_.grid2mesh_edges, 1, 4),
+            input("grid2mesh_receivers", m_.grid2mesh_edges, 1, 4)};
     mesh_ = {input("mesh_senders", m_.mesh_edges, 1, 4), input("mesh_receivers", m_.mesh_edges, 1, 4)};
-    m2g_ = {input("mesh2grid_senders", m_.mesh2grid_edges, 1, 4), input("mesh2grid_receivers", m_.mesh2grid_edges, 1, 4)};
+    m2g_ = {input("mesh2grid_senders", m_.mesh2grid_edges, 1, 4),
+            input("mesh2grid_receivers", m_.mesh2grid_edges, 1, 4)};
     return in;
   }
 
@@ -196,9 +200,8 @@ class GraphCastBuilder {
     std::int64_t width = in;
     for (std::int64_t layer = 0; layer <= m_.mlp_hidden_layers; ++layer) {
       const std::int64_t next = layer == m_.mlp_hidden_layers ? out : L;
-      const TensorId weight = layer == 0 && split_first
-                                  ? -1
-                                  : parameter(fmt::format("{}.linear{}.weight", name, layer), width, next);
+      const TensorId weight =
+          layer == 0 && split_first ? -1 : parameter(fmt::format("{}.linear{}.weight", name, layer), width, next);
       p.layers.emplace_back(weight, parameter(fmt::format("{}.linear{}.bias", name, layer), 1, next));
       width = next;
     }
@@ -356,8 +359,8 @@ class GraphCastBuilder {
   // the node latents instead of the [E, 3L] concatenation. The node
   // projections run before the edge one (PhysicsNeMo: after it) so that the
   // edge update stays one contiguous, blockable run.
-  TensorId edge_update_concat_trick(TensorId edges, TensorId senders_from, TensorId receivers_from,
-                                    const Edges& graph, const MlpParameters& edge_mlp) {
+  TensorId edge_update_concat_trick(TensorId edges, TensorId senders_from, TensorId receivers_from, const Edges& graph,
+                                    const MlpParameters& edge_mlp) {
     const std::vector<TensorId>& w = edge_mlp.first_layer_parts;
     const TensorId bias = edge_mlp.layers.front().second;
     const TensorId sender_part = linear("edge_mlp.linear0_senders", senders_from, w[1], -1, tensor(senders_from).rows);

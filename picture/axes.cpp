@@ -75,14 +75,21 @@ void bottom_axis(SvgWriter& svg, const Frame& frame, const Scale& x, const std::
   for (const double v : ticks) {
     const std::string at = px(x(v));
     if (text.grid)
-      svg.element("line", {{"x1", at}, {"x2", at}, {"y1", px(frame.top)}, {"y2", px(frame.bottom())},
-                           {"stroke", std::string(kGrid)}});
-    svg.element("line", {{"x1", at}, {"x2", at}, {"y1", px(frame.bottom())}, {"y2", px(frame.bottom() + 5)},
+      svg.element(
+          "line",
+          {{"x1", at}, {"x2", at}, {"y1", px(frame.top)}, {"y2", px(frame.bottom())}, {"stroke", std::string(kGrid)}});
+    svg.element("line", {{"x1", at},
+                         {"x2", at},
+                         {"y1", px(frame.bottom())},
+                         {"y2", px(frame.bottom() + 5)},
                          {"stroke", std::string(kMuted)}});
     svg.text(x(v), frame.bottom() + 18, text.label(v), {{"text-anchor", "middle"}});
   }
-  svg.element("line", {{"x1", px(frame.left)}, {"x2", px(frame.right())}, {"y1", px(frame.bottom())},
-                       {"y2", px(frame.bottom())}, {"stroke", std::string(kMuted)}});
+  svg.element("line", {{"x1", px(frame.left)},
+                       {"x2", px(frame.right())},
+                       {"y1", px(frame.bottom())},
+                       {"y2", px(frame.bottom())},
+                       {"stroke", std::string(kMuted)}});
   svg.text(frame.left + frame.width / 2, frame.bottom() + 38, text.caption,
            {{"text-anchor", "middle"}, {"font-size", "13"}, {"fill", std::string(kInk)}});
   svg.close();
@@ -94,17 +101,24 @@ void left_axis(SvgWriter& svg, const Frame& frame, const Scale& y, const std::ve
   for (const double v : ticks) {
     const std::string at = px(y(v));
     if (text.grid)
-      svg.element("line", {{"x1", px(frame.left)}, {"x2", px(frame.right())}, {"y1", at}, {"y2", at},
-                           {"stroke", std::string(kGrid)}});
-    svg.element("line", {{"x1", px(frame.left - 5)}, {"x2", px(frame.left)}, {"y1", at}, {"y2", at},
-                         {"stroke", std::string(kMuted)}});
+      svg.element(
+          "line",
+          {{"x1", px(frame.left)}, {"x2", px(frame.right())}, {"y1", at}, {"y2", at}, {"stroke", std::string(kGrid)}});
+    svg.element(
+        "line",
+        {{"x1", px(frame.left - 5)}, {"x2", px(frame.left)}, {"y1", at}, {"y2", at}, {"stroke", std::string(kMuted)}});
     svg.text(frame.left - 8, y(v) + 4, text.label(v), {{"text-anchor", "end"}});
   }
-  svg.element("line", {{"x1", px(frame.left)}, {"x2", px(frame.left)}, {"y1", px(frame.top)},
-                       {"y2", px(frame.bottom())}, {"stroke", std::string(kMuted)}});
+  svg.element("line", {{"x1", px(frame.left)},
+                       {"x2", px(frame.left)},
+                       {"y1", px(frame.top)},
+                       {"y2", px(frame.bottom())},
+                       {"stroke", std::string(kMuted)}});
   const double cx = frame.left - 48, cy = frame.top + frame.height / 2;
   svg.text(cx, cy, text.caption,
-           {{"text-anchor", "middle"}, {"font-size", "13"}, {"fill", std::string(kInk)},
+           {{"text-anchor", "middle"},
+            {"font-size", "13"},
+            {"fill", std::string(kInk)},
             {"transform", fmt::format("rotate(-90 {} {})", px(cx), px(cy))}});
   svg.close();
 }

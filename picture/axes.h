@@ -43,9 +43,9 @@ class Scale {
 std::string tick_label(double value);
 
 struct AxisText {
-  std::string caption;                         // under / beside the axis
+  std::string caption;                                    // under / beside the axis
   std::function<std::string(double)> label = tick_label;  // of each tick
-  bool grid = true;                            // faint lines across the frame
+  bool grid = true;                                       // faint lines across the frame
 };
 
 // The x axis under `frame` and the y axis left of it.

@@ -51,7 +51,8 @@ std::string summary(const ReportFigures& f) {
   return "<div class=\"cards\">" +
          card(r.fits ? "fits" : "does not fit", format_bytes(r.peak_bytes) + " of " + format_bytes(r.budget_bytes),
               r.fits ? "fits" : "nofit") +
-         card(r.fits ? "headroom" : "short by", format_bytes(r.fits ? r.budget_bytes - r.peak_bytes : r.peak_bytes - r.budget_bytes)) +
+         card(r.fits ? "headroom" : "short by",
+              format_bytes(r.fits ? r.budget_bytes - r.peak_bytes : r.peak_bytes - r.budget_bytes)) +
          card("peak at", where) + card("recompute", fmt::format("+{:.1f}% FLOPs", 100.0 * r.recompute_overhead())) +
          card("step time (roofline)", format_seconds(r.step_time_s)) + "</div>\n" +
          fmt::format("<p class=\"sub\">plan ({}): {}</p>\n", escape(f.plan_origin), escape(describe(f.plan, f.stages)));
@@ -60,11 +61,10 @@ std::string summary(const ReportFigures& f) {
 std::string marks_table(const ReportFigures& f) {
   std::string rows;
   for (const MarkedPlan& m : f.marks)
-    rows += fmt::format(
-        R"(<tr data-key="{}"><td>{}</td><td class="num">{}</td><td class="num">{}</td><td>{}</td></tr>)"
-        "\n",
-        escape(m.key), escape(m.label), format_bytes(m.peak_bytes), format_seconds(m.step_time_s),
-        m.fits ? "yes" : "no");
+    rows += fmt::format(R"(<tr data-key="{}"><td>{}</td><td class="num">{}</td><td class="num">{}</td><td>{}</td></tr>)"
+                        "\n",
+                        escape(m.key), escape(m.label), format_bytes(m.peak_bytes), format_seconds(m.step_time_s),
+                        m.fits ? "yes" : "no");
   return "<table class=\"marks\"><tr><th>plan</th><th>peak</th><th>step time</th><th>fits</th></tr>\n" + rows +
          "</table>\n";
 }
@@ -94,7 +94,8 @@ std::string figure(const std::string& svg) { return "<figure>\n" + svg + "</figu
 
 // JSON inside <script>: "</" would end the element early.
 std::string script_safe(std::string json) {
-  for (std::size_t at = json.find("</"); at != std::string::npos; at = json.find("</", at + 3)) json.replace(at, 2, "<\\/");
+  for (std::size_t at = json.find("</"); at != std::string::npos; at = json.find("</", at + 3))
+    json.replace(at, 2, "<\\/");
   return json;
 }
 
@@ -105,8 +106,11 @@ nlohmann::json figures_json(const ReportFigures& f) {
   simulate["plan"] = plan_to_json(f.plan, f.stages);
   nlohmann::json marks = nlohmann::json::array();
   for (const MarkedPlan& m : f.marks)
-    marks.push_back({{"key", m.key}, {"label", m.label}, {"peak_bytes", m.peak_bytes},
-                     {"step_time_s", m.step_time_s}, {"fits", m.fits}});
+    marks.push_back({{"key", m.key},
+                     {"label", m.label},
+                     {"peak_bytes", m.peak_bytes},
+                     {"step_time_s", m.step_time_s},
+                     {"fits", m.fits}});
   nlohmann::json frontier = nlohmann::json::array();
   for (const ParetoPoint& p : f.frontier)
     frontier.push_back({{"plan", plan_to_json(p.plan, f.stages)},
@@ -115,14 +119,19 @@ nlohmann::json figures_json(const ReportFigures& f) {
   nlohmann::json catalog = nlohmann::json::array();
   for (const CatalogEntry& e : f.catalog) {
     const FitAnswer& a = e.answer;
-    catalog.push_back({{"device", e.device.id}, {"batch", f.run.batch}, {"rollout", f.run.rollout},
-                       {"fits", a.fits}, {"peak_bytes", a.peak_bytes}, {"min_peak_bytes", a.min_peak_bytes},
-                       {"budget_bytes", a.budget_bytes}, {"headroom_bytes", e.device.memory_bytes - a.budget_bytes},
+    catalog.push_back({{"device", e.device.id},
+                       {"batch", f.run.batch},
+                       {"rollout", f.run.rollout},
+                       {"fits", a.fits},
+                       {"peak_bytes", a.peak_bytes},
+                       {"min_peak_bytes", a.min_peak_bytes},
+                       {"budget_bytes", a.budget_bytes},
+                       {"headroom_bytes", e.device.memory_bytes - a.budget_bytes},
                        {"recompute_overhead", a.report.recompute_overhead()},
                        {"step_time_s", a.report.step_time_s}});
   }
-  return {{"simulate", simulate}, {"marks", marks}, {"frontier", frontier}, {"catalog", catalog},
-          {"exports", f.exports}};
+  return {
+      {"simulate", simulate}, {"marks", marks}, {"frontier", frontier}, {"catalog", catalog}, {"exports", f.exports}};
 }
 
 std::string html_report(const ReportFigures& f) {

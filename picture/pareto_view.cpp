@@ -67,7 +67,9 @@ void draw_frontier(SvgWriter& svg, const ReportFigures& f, const Scale& x, const
   std::string staircase;
   for (std::size_t i = 0; i < f.frontier.size(); ++i) {
     const Report& r = f.frontier[i].report;
-    if (i > 0) staircase += fmt::format("{},{} ", px(x(gib(r.peak_bytes))), px(y(f.frontier[i - 1].report.step_time_s * unit.per_second)));
+    if (i > 0)
+      staircase += fmt::format("{},{} ", px(x(gib(r.peak_bytes))),
+                               px(y(f.frontier[i - 1].report.step_time_s * unit.per_second)));
     staircase += fmt::format("{},{} ", px(x(gib(r.peak_bytes))), px(y(r.step_time_s * unit.per_second)));
   }
   svg.element("polyline", {{"points", staircase}, {"fill", "none"}, {"stroke", "#888888"}, {"stroke-width", "1.5"}});
@@ -90,10 +92,19 @@ void draw_frontier(SvgWriter& svg, const ReportFigures& f, const Scale& x, const
 void draw_budget(SvgWriter& svg, const ReportFigures& f, const Scale& x) {
   const double at = std::clamp(x(gib(f.budget_bytes)), kFrame.left, kFrame.right());
   svg.open("g", {{"class", "budget"}, {"data-bytes", std::to_string(f.budget_bytes)}});
-  svg.element("rect", {{"x", px(at)}, {"y", px(kFrame.top)}, {"width", px(kFrame.right() - at)},
-                       {"height", px(kFrame.height)}, {"fill", std::string(kBudget)}, {"fill-opacity", "0.06"}});
-  svg.element("line", {{"x1", px(at)}, {"x2", px(at)}, {"y1", px(kFrame.top)}, {"y2", px(kFrame.bottom())},
-                       {"stroke", std::string(kBudget)}, {"stroke-width", "1.5"}, {"stroke-dasharray", "6 4"}});
+  svg.element("rect", {{"x", px(at)},
+                       {"y", px(kFrame.top)},
+                       {"width", px(kFrame.right() - at)},
+                       {"height", px(kFrame.height)},
+                       {"fill", std::string(kBudget)},
+                       {"fill-opacity", "0.06"}});
+  svg.element("line", {{"x1", px(at)},
+                       {"x2", px(at)},
+                       {"y1", px(kFrame.top)},
+                       {"y2", px(kFrame.bottom())},
+                       {"stroke", std::string(kBudget)},
+                       {"stroke-width", "1.5"},
+                       {"stroke-dasharray", "6 4"}});
   svg.text(at + 6, kFrame.top + 14, "budget " + format_bytes(f.budget_bytes) + ": plans to the right do not fit",
            {{"font-size", "12"}, {"fill", std::string(kBudget)}, {"font-weight", "600"}});
   svg.close();
@@ -118,7 +129,8 @@ void draw_marks(SvgWriter& svg, const ReportFigures& f, const Scale& x, const Sc
   for (const Placed& p : placed) {
     const MarkedPlan& m = *p.mark;
     const MarkStyle style = style_of(m.key);
-    const std::string text = fmt::format("{}: {}, {}", m.label, format_bytes(m.peak_bytes), format_seconds(m.step_time_s));
+    const std::string text =
+        fmt::format("{}: {}, {}", m.label, format_bytes(m.peak_bytes), format_seconds(m.step_time_s));
     draw_marker(svg, style, p.x, p.y, m.key == "chosen" ? 7 : 5.5,
                 {{"class", "mark"},
                  {"data-key", m.key},
@@ -128,10 +140,15 @@ void draw_marks(SvgWriter& svg, const ReportFigures& f, const Scale& x, const Sc
     const bool left = p.x > kFrame.left + kFrame.width * 0.62;
     const double tx = left ? p.x - 12 : p.x + 12;
     if (std::abs(p.label_y - 4 - p.y) > 2)
-      svg.element("line", {{"x1", px(p.x)}, {"y1", px(p.y)}, {"x2", px(tx)}, {"y2", px(p.label_y - 4)},
-                           {"stroke", "#999999"}, {"stroke-width", "0.75"}});
+      svg.element("line", {{"x1", px(p.x)},
+                           {"y1", px(p.y)},
+                           {"x2", px(tx)},
+                           {"y2", px(p.label_y - 4)},
+                           {"stroke", "#999999"},
+                           {"stroke-width", "0.75"}});
     svg.text(tx, p.label_y, text,
-             {{"text-anchor", left ? "end" : "start"}, {"fill", std::string(kInk)},
+             {{"text-anchor", left ? "end" : "start"},
+              {"fill", std::string(kInk)},
               {"font-weight", m.key == "chosen" ? "700" : "400"}});
   }
   svg.close();
@@ -169,13 +186,16 @@ std::string pareto_svg(const ReportFigures& f) {
   for (const MarkedPlan& m : f.marks) extend(m.peak_bytes, m.step_time_s);
   const TimeUnit unit = time_unit(hi_time);
   const double pad = (hi_time - lo_time) * 0.08 + hi_time * 0.01;
-  const Scale x = Scale::logarithmic(lo_bytes / static_cast<double>(kGiB) / 1.15, hi_bytes / static_cast<double>(kGiB) * 1.15,
-                                     kFrame.left, kFrame.right());
-  const Scale y = Scale::linear((lo_time - pad) * unit.per_second, (hi_time + pad) * unit.per_second, kFrame.bottom(),
-                                kFrame.top);
+  const Scale x = Scale::logarithmic(lo_bytes / static_cast<double>(kGiB) / 1.15,
+                                     hi_bytes / static_cast<double>(kGiB) * 1.15, kFrame.left, kFrame.right());
+  const Scale y =
+      Scale::linear((lo_time - pad) * unit.per_second, (hi_time + pad) * unit.per_second, kFrame.bottom(), kFrame.top);
 
   SvgWriter svg(kWidth, kHeight,
-                {{"id", "pareto"}, {"class", "actmem-view"}, {"font-family", std::string(kFont)}, {"role", "img"},
+                {{"id", "pareto"},
+                 {"class", "actmem-view"},
+                 {"font-family", std::string(kFont)},
+                 {"role", "img"},
                  {"aria-label", "peak memory against step time"}});
   svg.element("rect", {{"width", "100%"}, {"height", "100%"}, {"fill", "#ffffff"}});
   chart_title(svg, kFrame.left, 24, "Peak memory against step time: what each plan costs");

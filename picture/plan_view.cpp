@@ -33,16 +33,26 @@ void draw_stage(SvgWriter& svg, const ReportFigures& f, const Layout& at, int s)
   const double x0 = at.left(s), x1 = at.right(s);
   svg.open("g", {{"class", "stage"}, {"data-stage", name}, {"data-edge-blocks", std::to_string(blocks)}},
            blocks > 1 ? fmt::format("{}: edge update in {} blocks", name, blocks) : name);
-  svg.element("rect", {{"x", px(x0)}, {"y", px(kBoxTop)}, {"width", px(x1 - x0)}, {"height", px(kBoxHeight)},
-                       {"rx", "3"}, {"fill", "#eef3f8"}, {"stroke", "#8aa4c0"}});
+  svg.element("rect", {{"x", px(x0)},
+                       {"y", px(kBoxTop)},
+                       {"width", px(x1 - x0)},
+                       {"height", px(kBoxHeight)},
+                       {"rx", "3"},
+                       {"fill", "#eef3f8"},
+                       {"stroke", "#8aa4c0"}});
   const std::string label = x1 - x0 > 0.6 * 11 * static_cast<double>(name.size()) + 6 ? name : short_stage_name(name);
   svg.text((x0 + x1) / 2, kBoxTop + 17, label, {{"text-anchor", "middle"}, {"font-size", "11"}});
   if (blocks > 1) {
     const std::int64_t ticks = std::min(blocks, kMostTicks);
     for (std::int64_t t = 1; t < ticks; ++t) {
       const double x = x0 + (x1 - x0) * static_cast<double>(t) / static_cast<double>(ticks);
-      svg.element("line", {{"class", "block-tick"}, {"x1", px(x)}, {"x2", px(x)}, {"y1", px(kBoxTop + kBoxHeight - 12)},
-                           {"y2", px(kBoxTop + kBoxHeight)}, {"stroke", "#d55e00"}, {"stroke-width", "1.2"}});
+      svg.element("line", {{"class", "block-tick"},
+                           {"x1", px(x)},
+                           {"x2", px(x)},
+                           {"y1", px(kBoxTop + kBoxHeight - 12)},
+                           {"y2", px(kBoxTop + kBoxHeight)},
+                           {"stroke", "#d55e00"},
+                           {"stroke-width", "1.2"}});
     }
     svg.text((x0 + x1) / 2, kBoxTop + kBoxHeight + 14, fmt::format("×{}", blocks),
              {{"text-anchor", "middle"}, {"font-size", "11"}, {"fill", "#d55e00"}, {"font-weight", "600"}});
@@ -77,16 +87,20 @@ std::string plan_svg(const ReportFigures& f) {
   const Layout at{(kRight - kLeft) / std::max(stages, 1)};
   const double height = kBracketTop + kLevel * depth(f.plan.checkpoints) + 40;
   SvgWriter svg(kWidth, height,
-                {{"id", "plan"}, {"class", "actmem-view"}, {"font-family", std::string(kFont)}, {"role", "img"},
+                {{"id", "plan"},
+                 {"class", "actmem-view"},
+                 {"font-family", std::string(kFont)},
+                 {"role", "img"},
                  {"aria-label", "the plan over the stage chain"}});
   svg.element("rect", {{"width", "100%"}, {"height", "100%"}, {"fill", "#ffffff"}});
   chart_title(svg, kLeft, 24, "The plan over the stage chain");
-  svg.text(kLeft, 44,
-           fmt::format("brackets: checkpoint regions (only their inputs kept; recomputed in the backward pass){}; "
-                       "ticks and ×B: edge update in B blocks{}",
-                       depth(f.plan.checkpoints) > 1 ? ", inner regions lower" : "",
-                       f.run.rollout > 1 ? fmt::format("; applies to each of the {} rollout steps", f.run.rollout) : ""),
-           {{"font-size", "12"}, {"fill", std::string(kMuted)}});
+  svg.text(
+      kLeft, 44,
+      fmt::format("brackets: checkpoint regions (only their inputs kept; recomputed in the backward pass){}; "
+                  "ticks and ×B: edge update in B blocks{}",
+                  depth(f.plan.checkpoints) > 1 ? ", inner regions lower" : "",
+                  f.run.rollout > 1 ? fmt::format("; applies to each of the {} rollout steps", f.run.rollout) : ""),
+      {{"font-size", "12"}, {"fill", std::string(kMuted)}});
   svg.open("g", {{"class", "stages"}, {"fill", std::string(kInk)}});
   for (int s = 0; s < stages; ++s) draw_stage(svg, f, at, s);
   svg.close();

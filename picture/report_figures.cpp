@@ -17,11 +17,12 @@ MarkedPlan mark(std::string key, std::string label, const Report& r) {
 // comes from the exports.
 std::vector<MarkedPlan> trainer_marks(const nlohmann::json& exports, std::int64_t budget) {
   std::vector<MarkedPlan> marks;
-  for (const auto& [key, label] : {std::pair{"deepmind_deep_gnn", "DeepMind DeepGNN"}, std::pair{"physicsnemo", "PhysicsNeMo"},
-                                   std::pair{"anemoi", "anemoi"}}) {
+  for (const auto& [key, label] : {std::pair{"deepmind_deep_gnn", "DeepMind DeepGNN"},
+                                   std::pair{"physicsnemo", "PhysicsNeMo"}, std::pair{"anemoi", "anemoi"}}) {
     const nlohmann::json& predicted = exports.at(key).at("predicted");
     const std::int64_t peak = predicted.at("peak_bytes").get<std::int64_t>();
-    marks.push_back({key, fmt::format("{} best", label), peak, predicted.at("step_time_s").get<double>(), peak <= budget});
+    marks.push_back(
+        {key, fmt::format("{} best", label), peak, predicted.at("step_time_s").get<double>(), peak <= budget});
   }
   return marks;
 }
@@ -38,8 +39,8 @@ std::vector<ParetoPoint> judged_frontier(const CostGraph& graph, const Device& d
 
 }  // namespace
 
-ReportFigures gather_figures(const CostGraph& graph, const Device& device, std::int64_t budget_bytes,
-                             const Plan& plan, std::string plan_origin, const SolverOptions& options,
+ReportFigures gather_figures(const CostGraph& graph, const Device& device, std::int64_t budget_bytes, const Plan& plan,
+                             std::string plan_origin, const SolverOptions& options,
                              const CatalogBudget& catalog_budget) {
   const int steps = 3 + static_cast<int>(device_catalog().size());
   ReportFigures f;

@@ -50,8 +50,8 @@ struct ReportFigures {
   std::vector<std::int64_t> edges_per_stage;
 
   Plan plan;
-  std::string plan_origin;  // "the solver's fastest plan that fits", "plan.json", "built-in plan deepmind"
-  Report report;            // simulate() of `plan`, with its timeline rows
+  std::string plan_origin;            // "the solver's fastest plan that fits", "plan.json", "built-in plan deepmind"
+  Report report;                      // simulate() of `plan`, with its timeline rows
   std::vector<ParetoPoint> frontier;  // reports judged against budget_bytes
   std::vector<MarkedPlan> marks;
   nlohmann::json exports;  // trainer_exports() of the plan
@@ -64,8 +64,8 @@ using CatalogBudget = std::function<std::int64_t(const Device&)>;
 
 // Runs everything the report shows. Reports progress steps (actmem/progress.h).
 // Catalog devices are judged against `catalog_budget` (default: all their memory).
-ReportFigures gather_figures(const CostGraph& graph, const Device& device, std::int64_t budget_bytes,
-                             const Plan& plan, std::string plan_origin, const SolverOptions& options,
+ReportFigures gather_figures(const CostGraph& graph, const Device& device, std::int64_t budget_bytes, const Plan& plan,
+                             std::string plan_origin, const SolverOptions& options,
                              const CatalogBudget& catalog_budget = {});
 
 }  // namespace actmem::picture

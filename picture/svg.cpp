@@ -51,8 +51,8 @@ std::string px(double value) {
 }
 
 SvgWriter::SvgWriter(double width, double height, const Attributes& attributes) {
-  out_ = fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" viewBox="0 0 {} {}")",
-                     px(width), px(height), px(width), px(height));
+  out_ = fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" viewBox="0 0 {} {}")", px(width),
+                     px(height), px(width), px(height));
   append_attributes(out_, attributes);
   out_ += ">\n";
 }

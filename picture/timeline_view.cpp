@@ -91,9 +91,14 @@ void draw_stage_strip(SvgWriter& svg, const std::vector<TimelinePoint>& points, 
     const double x0 = x(static_cast<double>(band.first)), x1 = x(static_cast<double>(band.last));
     const std::string title = segment_title(segment);
     svg.element("rect",
-                {{"class", "band"}, {"x", px(x0)}, {"y", px(kStripTop)}, {"width", px(std::max(x1 - x0, 0.5))},
-                 {"height", px(kStripHeight)}, {"fill", std::string(pass_color(band.at.pass))},
-                 {"stroke", "#ffffff"}, {"stroke-width", "0.5"}},
+                {{"class", "band"},
+                 {"x", px(x0)},
+                 {"y", px(kStripTop)},
+                 {"width", px(std::max(x1 - x0, 0.5))},
+                 {"height", px(kStripHeight)},
+                 {"fill", std::string(pass_color(band.at.pass))},
+                 {"stroke", "#ffffff"},
+                 {"stroke-width", "0.5"}},
                 title);
     if (segment.count > 1) continue;
     for (const std::string& label : {band.at.stage, short_stage_name(band.at.stage)}) {
@@ -119,9 +124,9 @@ void draw_phases(SvgWriter& svg, const std::vector<TimelinePoint>& points, const
     const std::string label = forward ? "forward" : recomputes ? "backward, with recomputation" : "backward";
     svg.element("path", {{"d", fmt::format("M{} {} V{} H{} V{}", px(x0 + 1), px(kPhaseTop + 12), px(kPhaseTop + 8),
                                            px(x1 - 1), px(kPhaseTop + 12))},
-                         {"fill", "none"}, {"stroke", std::string(kMuted)}});
-    if (text_width(label, 12) + 8 < x1 - x0)
-      svg.text((x0 + x1) / 2, kPhaseTop + 4, label, {{"text-anchor", "middle"}});
+                         {"fill", "none"},
+                         {"stroke", std::string(kMuted)}});
+    if (text_width(label, 12) + 8 < x1 - x0) svg.text((x0 + x1) / 2, kPhaseTop + 4, label, {{"text-anchor", "middle"}});
     first = last;
   }
   svg.close();
@@ -163,7 +168,9 @@ void draw_stack(SvgWriter& svg, const std::vector<TimelinePoint>& points, const 
       outline.emplace_back(x(static_cast<double>(columns[c].first)), y(below[c]));
     }
     svg.element("polygon",
-                {{"class", "kind"}, {"data-kind", std::string(kind.key)}, {"points", polygon_points(outline)},
+                {{"class", "kind"},
+                 {"data-kind", std::string(kind.key)},
+                 {"points", polygon_points(outline)},
                  {"fill", std::string(kind.color)}},
                 fmt::format("{}: {} at the peak", kind.label, format_bytes(report.breakdown.*kind.bytes)));
     below = std::move(above);
@@ -174,8 +181,13 @@ void draw_stack(SvgWriter& svg, const std::vector<TimelinePoint>& points, const 
 void draw_budget(SvgWriter& svg, const Report& report, const Scale& y) {
   const double at = y(gib(report.budget_bytes));
   svg.open("g", {{"class", "budget"}, {"data-bytes", std::to_string(report.budget_bytes)}});
-  svg.element("line", {{"x1", px(kFrame.left)}, {"x2", px(kFrame.right())}, {"y1", px(at)}, {"y2", px(at)},
-                       {"stroke", std::string(kBudget)}, {"stroke-width", "1.5"}, {"stroke-dasharray", "6 4"}});
+  svg.element("line", {{"x1", px(kFrame.left)},
+                       {"x2", px(kFrame.right())},
+                       {"y1", px(at)},
+                       {"y2", px(at)},
+                       {"stroke", std::string(kBudget)},
+                       {"stroke-width", "1.5"},
+                       {"stroke-dasharray", "6 4"}});
   svg.text(kFrame.right() - 4, at - 5, "budget " + format_bytes(report.budget_bytes),
            {{"text-anchor", "end"}, {"font-size", "12"}, {"fill", std::string(kBudget)}, {"font-weight", "600"}});
   svg.close();
@@ -191,18 +203,33 @@ void draw_peak(SvgWriter& svg, const Report& report, std::size_t index, const Sc
                  {"data-pass", to_string(report.peak_at.pass)},
                  {"data-stage", report.peak_at.stage},
                  {"data-op", report.peak_at.op}});
-  svg.element("line", {{"x1", px(cx)}, {"x2", px(cx)}, {"y1", px(kFrame.top)}, {"y2", px(kFrame.bottom())},
-                       {"stroke", std::string(kInk)}, {"stroke-dasharray", "2 3"}});
-  svg.element("circle", {{"cx", px(cx)}, {"cy", px(cy)}, {"r", "5"}, {"fill", "none"}, {"stroke", std::string(kInk)},
+  svg.element("line", {{"x1", px(cx)},
+                       {"x2", px(cx)},
+                       {"y1", px(kFrame.top)},
+                       {"y2", px(kFrame.bottom())},
+                       {"stroke", std::string(kInk)},
+                       {"stroke-dasharray", "2 3"}});
+  svg.element("circle", {{"cx", px(cx)},
+                         {"cy", px(cy)},
+                         {"r", "5"},
+                         {"fill", "none"},
+                         {"stroke", std::string(kInk)},
                          {"stroke-width", "2"}});
   // The label sits at the top of the plot, on the side with room.
   const double width = std::max(text_width(first, 13), text_width(second, 12)) + 12;
   const bool right = cx + width + 8 < kFrame.right();
   const double left = right ? cx + 8 : cx - 8 - width;
-  svg.element("rect", {{"x", px(left)}, {"y", px(kFrame.top + 4)}, {"width", px(width)}, {"height", "38"},
-                       {"rx", "3"}, {"fill", "#ffffff"}, {"fill-opacity", "0.92"}, {"stroke", std::string(kInk)},
+  svg.element("rect", {{"x", px(left)},
+                       {"y", px(kFrame.top + 4)},
+                       {"width", px(width)},
+                       {"height", "38"},
+                       {"rx", "3"},
+                       {"fill", "#ffffff"},
+                       {"fill-opacity", "0.92"},
+                       {"stroke", std::string(kInk)},
                        {"stroke-width", "0.75"}});
-  svg.text(left + 6, kFrame.top + 20, first, {{"font-size", "13"}, {"font-weight", "700"}, {"fill", std::string(kInk)}});
+  svg.text(left + 6, kFrame.top + 20, first,
+           {{"font-size", "13"}, {"font-weight", "700"}, {"fill", std::string(kInk)}});
   svg.text(left + 6, kFrame.top + 36, second, {{"font-size", "12"}, {"fill", std::string(kInk)}});
   svg.close();
 }
@@ -212,15 +239,17 @@ void draw_legend(SvgWriter& svg) {
   double x = kFrame.left;
   const double y = kHeight - 22;
   for (const MemoryKind& kind : memory_kinds()) {
-    svg.element("rect", {{"x", px(x)}, {"y", px(y - 10)}, {"width", "12"}, {"height", "12"},
-                         {"fill", std::string(kind.color)}});
+    svg.element(
+        "rect",
+        {{"x", px(x)}, {"y", px(y - 10)}, {"width", "12"}, {"height", "12"}, {"fill", std::string(kind.color)}});
     svg.text(x + 16, y, kind.label);
     x += 16 + text_width(kind.label, 12) + 14;
   }
   x += 10;
   for (const Pass pass : {Pass::forward, Pass::recompute, Pass::backward}) {
-    svg.element("rect", {{"x", px(x)}, {"y", px(y - 10)}, {"width", "18"}, {"height", "12"},
-                         {"fill", std::string(pass_color(pass))}});
+    svg.element(
+        "rect",
+        {{"x", px(x)}, {"y", px(y - 10)}, {"width", "18"}, {"height", "12"}, {"fill", std::string(pass_color(pass))}});
     svg.text(x + 22, y, to_string(pass));
     x += 22 + text_width(to_string(pass), 12) + 14;
   }
@@ -319,9 +348,9 @@ std::string timeline_svg(const Report& report, const std::string& subtitle, bool
   chart_title(svg, kFrame.left, 24, "Memory in use through one training step");
   svg.text(kFrame.left, 44, subtitle, {{"font-size", "12"}, {"fill", std::string(kMuted)}});
   left_axis(svg, kFrame, y, y.ticks(6), {"memory in use (GiB)"});
-  bottom_axis(svg, kFrame, x, x.ticks(10),
-              {fmt::format("op executions in the order the step runs them ({} in all)", points.size()),
-               tick_label, false});
+  bottom_axis(
+      svg, kFrame, x, x.ticks(10),
+      {fmt::format("op executions in the order the step runs them ({} in all)", points.size()), tick_label, false});
   draw_phases(svg, points, x);
   draw_stage_strip(svg, points, x);
   draw_stack(svg, points, timeline_columns(points, static_cast<std::size_t>(kFrame.width)), x, y, report);

@@ -77,7 +77,8 @@ TEST_SUITE("api") {
 
   TEST_CASE("api: bad plan documents are InputErrors naming the source and the field") {
     const Setup s;
-    const nlohmann::json good = plan_to_document(s.graph, s.device, s.device.memory_bytes, empty_plan(s.graph.stages()));
+    const nlohmann::json good =
+        plan_to_document(s.graph, s.device, s.device.memory_bytes, empty_plan(s.graph.stages()));
     struct Case {
       const char* name;
       nlohmann::json document;

@@ -44,18 +44,18 @@ TEST_SUITE("cost graph") {
       if (op.kind == OpKind::linear) linear_flops += op.forward_flops;
     const double L = 64;
     auto mlp = [&](double rows, double in, double out) { return 2 * rows * (in * L + L * out); };
-    const double expected = mlp(2000, 20, L) + mlp(500, 20, L) + mlp(3000, 4, L)  // embedders
+    const double expected = mlp(2000, 20, L) + mlp(500, 20, L) + mlp(3000, 4, L)          // embedders
                             + mlp(3000, 3 * L, L) + mlp(500, 2 * L, L) + mlp(2000, L, L)  // encoder
-                            + mlp(3000, 4, L)                                          // mesh edge embed
-                            + 2 * (mlp(3000, 3 * L, L) + mlp(500, 2 * L, L))            // processor
+                            + mlp(3000, 4, L)                                             // mesh edge embed
+                            + 2 * (mlp(3000, 3 * L, L) + mlp(500, 2 * L, L))              // processor
                             + mlp(6000, 4, L) + mlp(6000, 3 * L, L) + mlp(2000, 2 * L, L) + mlp(2000, L, 10);
     CHECK(linear_flops == doctest::Approx(expected));
   }
 
   TEST_CASE("cost graph: stage names follow the design's chain") {
     const CostGraph g = CostGraph::build(testing::tiny_model(3), RunOptions{});
-    const std::vector<std::string> expected{"encoder", "mesh_edge_embed", "processor.0", "processor.1", "processor.2",
-                                            "decoder"};
+    const std::vector<std::string> expected{"encoder",     "mesh_edge_embed", "processor.0",
+                                            "processor.1", "processor.2",     "decoder"};
     CHECK(g.stages() == expected);
     CHECK(g.stage_name(6) == "loss");
   }
@@ -75,10 +75,10 @@ TEST_SUITE("cost graph") {
         const Tensor& a = one.tensor(static_cast<TensorId>(t));
         const Tensor& b = three.tensor(static_cast<TensorId>(t));
         CAPTURE(a.name);
-        const bool per_sample_input = framework == Framework::pytorch
-                                          ? a.element_bytes != 8
-                                          : a.name == "frames" || a.name.starts_with("forcings.") ||
-                                                a.name.starts_with("target.");
+        const bool per_sample_input =
+            framework == Framework::pytorch
+                ? a.element_bytes != 8
+                : a.name == "frames" || a.name.starts_with("forcings.") || a.name.starts_with("target.");
         const bool shared = a.role == TensorRole::parameter || (a.role == TensorRole::input && !per_sample_input) ||
                             a.name.ends_with("loss");
         CHECK(b.bytes() == (shared ? a.bytes() : 3 * a.bytes()));

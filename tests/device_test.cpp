@@ -36,7 +36,10 @@ TEST_SUITE("device") {
   }
 
   TEST_CASE("devices: a device file is validated field by field") {
-    nlohmann::json d{{"id", "mine"}, {"memory_bytes", 1000}, {"reserve_bytes", 2000}, {"peak_fp32_flops", 1e12},
+    nlohmann::json d{{"id", "mine"},
+                     {"memory_bytes", 1000},
+                     {"reserve_bytes", 2000},
+                     {"peak_fp32_flops", 1e12},
                      {"bandwidth_bytes_per_s", 1e11}};
     CHECK_THROWS_WITH_AS(actmem::device_from_json(d, "mine.json", ""),
                          "mine.json: /reserve_bytes: expected less than memory_bytes (1000), got 2000",

@@ -198,7 +198,8 @@ TEST_SUITE("exports") {
   }
 
   TEST_CASE("snippets: YAML nests mappings, Python writes None/True and dict()") {
-    CHECK(detail::yaml_snippet({{"model", {{"encoder", {{"num_chunks", 1}}}}}}) == "model:\n  encoder:\n    num_chunks: 1\n");
+    CHECK(detail::yaml_snippet({{"model", {{"encoder", {{"num_chunks", 1}}}}}}) ==
+          "model:\n  encoder:\n    num_chunks: 1\n");
     CHECK(detail::yaml_snippet({{"a", nullptr}, {"b", false}}) == "a: null\nb: false\n");
     CHECK(detail::python_snippet({{"a", nullptr}, {"b", {{"c", true}}}}) == "a = None\nb = dict(c=True)\n");
   }

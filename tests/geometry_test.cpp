@@ -263,8 +263,8 @@ TEST_SUITE("geometry") {
                          "--resolution: expected a resolution in degrees of at least 0.25 that divides 180 and 360, "
                          "got 0.7",
                          InputError);
-    CHECK_THROWS_WITH_AS(compute_graph_counts({0.25, 9, 0.6}),
-                         "--mesh-level: expected a mesh level from 0 to 8, got 9", InputError);
+    CHECK_THROWS_WITH_AS(compute_graph_counts({0.25, 9, 0.6}), "--mesh-level: expected a mesh level from 0 to 8, got 9",
+                         InputError);
     CHECK_THROWS_WITH_AS(compute_graph_counts({0.25, 6, 2.5}),
                          "--radius-fraction: expected a radius fraction greater than 0 and at most 2, got 2.5",
                          InputError);

@@ -42,8 +42,7 @@ TEST_SUITE("json input") {
                          doctest::Contains("arrays and objects nested more than 64 levels deep"), InputError);
     std::string objects;
     for (int i = 0; i < 100000; ++i) objects += "{\"a\":";
-    CHECK_THROWS_WITH_AS(detail::parse_json(objects, "deep.json"),
-                         doctest::Contains("deep.json: /a/a/a/"), InputError);
+    CHECK_THROWS_WITH_AS(detail::parse_json(objects, "deep.json"), doctest::Contains("deep.json: /a/a/a/"), InputError);
     CHECK(detail::parse_json(nested('[', ']', kMaxJsonDepth), "ok.json").is_array());
     // Through every reader: a model, a device and a plan file.
     const TempFile deep(nested('[', ']', 100000));
@@ -84,8 +83,9 @@ TEST_SUITE("json input") {
   TEST_CASE("json: a plan's model fingerprint of the wrong type is an error naming it (was exit 3)") {
     nlohmann::json model = testing::tiny_model_json();
     model["fingerprint"] = 5;
-    CHECK_THROWS_WITH_AS(plan_document_from_json({{"model", model}, {"checkpoints", nlohmann::json::array()}}, "p.json"),
-                         "p.json: /model/fingerprint: expected a string, got 5", InputError);
+    CHECK_THROWS_WITH_AS(
+        plan_document_from_json({{"model", model}, {"checkpoints", nlohmann::json::array()}}, "p.json"),
+        "p.json: /model/fingerprint: expected a string, got 5", InputError);
   }
 
   TEST_CASE("json: a geometry that computes an empty edge set is an error naming the count (was SIGSEGV)") {

@@ -53,8 +53,8 @@ std::int64_t largest_batch(const ModelDescription& m, DType dtype, Framework fra
 }
 
 Device device_json(const char* field, double value) {
-  nlohmann::json d{{"id", "mine"}, {"memory_bytes", 1 << 30}, {"peak_fp32_flops", 1e12},
-                   {"bandwidth_bytes_per_s", 1e11}};
+  nlohmann::json d{
+      {"id", "mine"}, {"memory_bytes", 1 << 30}, {"peak_fp32_flops", 1e12}, {"bandwidth_bytes_per_s", 1e11}};
   d[field] = value;
   return device_from_json(d, "d.json", "");
 }

@@ -10,11 +10,11 @@
 namespace {
 
 nlohmann::json tiny_model() {
-  return nlohmann::json{{"name", "tiny"},           {"architecture", "graphcast"}, {"grid_nodes", 100},
-                        {"mesh_nodes", 42},         {"grid2mesh_edges", 300},      {"mesh_edges", 240},
-                        {"mesh2grid_edges", 300},   {"latent_size", 8},            {"mlp_hidden_layers", 1},
-                        {"processor_steps", 2},     {"grid_input_features", 5},    {"mesh_input_features", 5},
-                        {"edge_features", 4},       {"output_features", 3}};
+  return nlohmann::json{
+      {"name", "tiny"},         {"architecture", "graphcast"}, {"grid_nodes", 100},        {"mesh_nodes", 42},
+      {"grid2mesh_edges", 300}, {"mesh_edges", 240},           {"mesh2grid_edges", 300},   {"latent_size", 8},
+      {"mlp_hidden_layers", 1}, {"processor_steps", 2},        {"grid_input_features", 5}, {"mesh_input_features", 5},
+      {"edge_features", 4},     {"output_features", 3}};
 }
 
 }  // namespace
@@ -114,8 +114,8 @@ TEST_SUITE("model") {
   }
 
   TEST_CASE("presets: an unknown name suggests the closest preset") {
-    CHECK_THROWS_WITH_AS(actmem::load_model("graphcats"),
-                         doctest::Contains("(did you mean 'graphcast'?)"), actmem::InputError);
+    CHECK_THROWS_WITH_AS(actmem::load_model("graphcats"), doctest::Contains("(did you mean 'graphcast'?)"),
+                         actmem::InputError);
   }
 
   TEST_CASE("fingerprint: depends on sizes, not on the name, and survives a JSON round trip") {
@@ -128,7 +128,8 @@ TEST_SUITE("model") {
     CHECK(actmem::fingerprint(actmem::model_from_json(actmem::to_json(a), "round")) == actmem::fingerprint(a));
   }
 
-  TEST_CASE("implementation: deepmind by default, physicsnemo and anemoi read, written back only when not the default") {
+  TEST_CASE(
+      "implementation: deepmind by default, physicsnemo and anemoi read, written back only when not the default") {
     const auto plain = actmem::model_from_json(tiny_model(), "tiny.json");
     CHECK(plain.implementation == actmem::Implementation::deepmind);
     CHECK_FALSE(plain.concat_trick);

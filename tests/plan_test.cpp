@@ -48,11 +48,13 @@ TEST_SUITE("plan") {
         {"unknown stage", R"({"checkpoints": [{"from": "procesor.1", "to": "decoder"}]})",
          "p.json: /checkpoints/0/from: unknown stage 'procesor.1' (did you mean 'processor.1'?); stages are encoder, "
          "mesh_edge_embed, processor.0..processor.3, decoder"},
-        {"overlap", R"({"checkpoints": [{"from": "encoder", "to": "processor.1"}, {"from": "processor.0", "to": "decoder"}]})",
+        {"overlap",
+         R"({"checkpoints": [{"from": "encoder", "to": "processor.1"}, {"from": "processor.0", "to": "decoder"}]})",
          "p.json: /checkpoints/1: region processor.0..decoder overlaps region encoder..processor.1"},
         {"backwards", R"({"checkpoints": [{"from": "decoder", "to": "encoder"}]})",
          "p.json: /checkpoints/0: region runs backwards: 'decoder' comes after 'encoder'"},
-        {"inner outside", R"({"checkpoints": [{"from": "processor.0", "to": "processor.1", "inner": [{"from": "processor.1", "to": "processor.2"}]}]})",
+        {"inner outside",
+         R"({"checkpoints": [{"from": "processor.0", "to": "processor.1", "inner": [{"from": "processor.1", "to": "processor.2"}]}]})",
          "p.json: /checkpoints/0/inner/0: inner region processor.1..processor.2 lies outside its enclosing region "
          "processor.0..processor.1"},
         {"zero blocks", R"({"checkpoints": [], "edge_blocks": {"encoder": 0}})",
@@ -61,10 +63,12 @@ TEST_SUITE("plan") {
          "p.json: /edge_blocks/encoder: expected a positive integer of at most 1024 (actmem's limit on edge blocks), "
          "got 3001"},
         {"no edge update", R"({"checkpoints": [], "edge_blocks": {"mesh_edge_embed": 2}})",
-         "p.json: /edge_blocks/mesh_edge_embed: stage has no edge update to block (only encoder, processor.k and decoder do)"},
+         "p.json: /edge_blocks/mesh_edge_embed: stage has no edge update to block (only encoder, processor.k and "
+         "decoder do)"},
         {"not a list", R"({"checkpoints": {"from": "encoder"}})",
          "p.json: /checkpoints: expected a list of regions, got {\"from\":\"encoder\"}"},
-        {"missing to", R"({"checkpoints": [{"from": "encoder"}]})", "p.json: /checkpoints/0/to: missing required field"},
+        {"missing to", R"({"checkpoints": [{"from": "encoder"}]})",
+         "p.json: /checkpoints/0/to: missing required field"},
     };
     for (const Case& c : cases) {
       CAPTURE(c.name);
@@ -96,7 +100,7 @@ TEST_SUITE("plan") {
     d.model = testing::tiny_model(3);
     d.plan = nlohmann::json{{"checkpoints", nlohmann::json::array()}};
     d.source = "other.json";
-    CHECK_THROWS_WITH_AS(plan_for(d, tiny_graph()), doctest::Contains("other.json: /model/fingerprint: plan was made for model"),
-                         InputError);
+    CHECK_THROWS_WITH_AS(plan_for(d, tiny_graph()),
+                         doctest::Contains("other.json: /model/fingerprint: plan was made for model"), InputError);
   }
 }

@@ -38,18 +38,18 @@ TEST_SUITE("simulator") {
     // (rows*2*4); the first linear saves its input. PyTorch's index_add keeps
     // its source (the updated edges, width 64) and the 0-d MSE loss holds a
     // prediction-sized buffer (docs/pytorch-memory-profile.md).
-    const std::int64_t encoder = 3 * 512000 + 16000        // grid embed
-                                 + 3 * 128000 + 4000       // mesh embed
-                                 + 3 * 768000 + 24000      // grid2mesh edge embed
+    const std::int64_t encoder = 3 * 512000 + 16000              // grid embed
+                                 + 3 * 128000 + 4000             // mesh embed
+                                 + 3 * 768000 + 24000            // grid2mesh edge embed
                                  + 3 * 768000 + 2304000 + 24000  // edge MLP + its 192-wide input
                                  + 3 * 128000 + 256000 + 4000    // mesh node MLP + its input
                                  + 512000 + 3 * 512000 + 16000;  // grid node MLP input (the embedding) + MLP
     const std::int64_t mesh_edge_embed = 3 * 768000 + 24000;
     const std::int64_t processor = 4 * ((3 * 768000 + 2304000 + 24000) + (3 * 128000 + 256000 + 4000));
-    const std::int64_t decoder = (3 * 1536000 + 48000)                  // mesh2grid edge embed
-                                 + (3 * 1536000 + 4608000 + 48000)      // edge MLP + input
-                                 + (3 * 512000 + 1024000 + 16000)       // grid node MLP + input
-                                 + 3 * 512000 + 80000;                  // output MLP: input, hidden, silu; prediction (by the loss)
+    const std::int64_t decoder = (3 * 1536000 + 48000)              // mesh2grid edge embed
+                                 + (3 * 1536000 + 4608000 + 48000)  // edge MLP + input
+                                 + (3 * 512000 + 1024000 + 16000)   // grid node MLP + input
+                                 + 3 * 512000 + 80000;  // output MLP: input, hidden, silu; prediction (by the loss)
     const CostGraph g = CostGraph::build(testing::tiny_model(), pytorch_float32());
     const std::int64_t index_add_sources = 768000 + 4 * 768000 + 1536000;
     const std::int64_t loss = 2000 * 10 * 4;
@@ -98,8 +98,9 @@ TEST_SUITE("simulator") {
       const char* plan;
       Framework framework;
     };
-    const Case cases[] = {{"none", Framework::pytorch}, {"full", Framework::pytorch}, {"every:2", Framework::pytorch},
-                          {"deepmind:3", Framework::pytorch}, {"none", Framework::jax}, {"full", Framework::jax},
+    const Case cases[] = {{"none", Framework::pytorch},    {"full", Framework::pytorch},
+                          {"every:2", Framework::pytorch}, {"deepmind:3", Framework::pytorch},
+                          {"none", Framework::jax},        {"full", Framework::jax},
                           {"deepmind:5", Framework::jax}};
     for (const Case& c : cases) {
       for (std::int64_t rollout : {1, 3}) {
@@ -122,7 +123,8 @@ TEST_SUITE("simulator") {
         for (const TimelinePoint& p : r.timeline) most = std::max(most, p.live.total());
         CHECK(r.peak_bytes >= most);
         CHECK(r.peak_dynamic_bytes + g.parameter_bytes() * 3 + g.input_bytes() +
-                  load_device("a100-80gb").reserve_bytes >= r.peak_bytes);
+                  load_device("a100-80gb").reserve_bytes >=
+              r.peak_bytes);
       }
     }
   }

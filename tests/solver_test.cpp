@@ -238,24 +238,25 @@ TEST_SUITE("solver") {
     std::mt19937 rng(7);
     // Every implementation's op sequence (model.h), on both frameworks.
     for (const testing::ImplementationCase& implementation : testing::kImplementationCases)
-    for (const RunCase& c : kRuns)
-      for (std::int64_t processor_steps : {3, 6}) {
-        const std::string run_name = c.name;
-        CAPTURE(implementation.name);
-        CAPTURE(run_name);
-        CAPTURE(processor_steps);
-        const CostGraph g = graph_for(testing::tiny_model(processor_steps, implementation), c);
-        detail::ChainModel model(g, device);
-        const Report none = simulate(g, device, device.memory_bytes, empty_plan(g.stages()));
-        for (int i = 0; i < 60; ++i) {
-          const Plan plan = i == 0 ? empty_plan(g.stages()) : random_plan(rng, static_cast<int>(g.stages().size()), edges_per_stage(g));
-          CAPTURE(describe(plan, g.stages()));
-          const Report r = simulate(g, device, device.memory_bytes, plan);
-          const auto predicted = model.predict(plan);
-          CHECK(predicted.peak_bytes == r.peak_bytes);
-          CHECK(none.step_time_s + predicted.recompute_s == doctest::Approx(r.step_time_s).epsilon(1e-12));
+      for (const RunCase& c : kRuns)
+        for (std::int64_t processor_steps : {3, 6}) {
+          const std::string run_name = c.name;
+          CAPTURE(implementation.name);
+          CAPTURE(run_name);
+          CAPTURE(processor_steps);
+          const CostGraph g = graph_for(testing::tiny_model(processor_steps, implementation), c);
+          detail::ChainModel model(g, device);
+          const Report none = simulate(g, device, device.memory_bytes, empty_plan(g.stages()));
+          for (int i = 0; i < 60; ++i) {
+            const Plan plan = i == 0 ? empty_plan(g.stages())
+                                     : random_plan(rng, static_cast<int>(g.stages().size()), edges_per_stage(g));
+            CAPTURE(describe(plan, g.stages()));
+            const Report r = simulate(g, device, device.memory_bytes, plan);
+            const auto predicted = model.predict(plan);
+            CHECK(predicted.peak_bytes == r.peak_bytes);
+            CHECK(none.step_time_s + predicted.recompute_s == doctest::Approx(r.step_time_s).epsilon(1e-12));
+          }
         }
-      }
   }
 
   TEST_CASE("solver model: GraphCast's middle processor steps replay as translates of the second") {
@@ -447,7 +448,8 @@ TEST_SUITE("solver") {
     // A budget whose compiler limit (95% of what programs get) lies between
     // the least plan's floor and its peak: that plan, which fits.
     const std::int64_t reserve = r.breakdown.reserved;
-    const auto budget = reserve + static_cast<std::int64_t>(static_cast<double>(r.compiler_floor_bytes - reserve) / 0.95) + 1;
+    const auto budget =
+        reserve + static_cast<std::int64_t>(static_cast<double>(r.compiler_floor_bytes - reserve) / 0.95) + 1;
     REQUIRE(budget < r.peak_bytes);
     const Solution s = solve(g, device, budget);
     CHECK(s.feasible);
@@ -476,8 +478,9 @@ TEST_SUITE("solver") {
         }
       }
       // The fastest point is the plan without checkpoints.
-      CHECK(front.back().report.step_time_s ==
-            doctest::Approx(simulate(g, device, device.memory_bytes, empty_plan(g.stages())).step_time_s).epsilon(1e-12));
+      CHECK(
+          front.back().report.step_time_s ==
+          doctest::Approx(simulate(g, device, device.memory_bytes, empty_plan(g.stages())).step_time_s).epsilon(1e-12));
     }
   }
 

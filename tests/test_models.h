@@ -9,11 +9,20 @@
 namespace actmem::testing {
 
 inline nlohmann::json tiny_model_json(std::int64_t processor_steps = 4) {
-  return nlohmann::json{{"name", "tiny"},          {"architecture", "graphcast"}, {"grid_nodes", 2000},
-                        {"mesh_nodes", 500},       {"grid2mesh_edges", 3000},     {"mesh_edges", 3000},
-                        {"mesh2grid_edges", 6000}, {"latent_size", 64},           {"mlp_hidden_layers", 1},
-                        {"processor_steps", processor_steps}, {"grid_input_features", 20},
-                        {"mesh_input_features", 20}, {"edge_features", 4},        {"output_features", 10}};
+  return nlohmann::json{{"name", "tiny"},
+                        {"architecture", "graphcast"},
+                        {"grid_nodes", 2000},
+                        {"mesh_nodes", 500},
+                        {"grid2mesh_edges", 3000},
+                        {"mesh_edges", 3000},
+                        {"mesh2grid_edges", 6000},
+                        {"latent_size", 64},
+                        {"mlp_hidden_layers", 1},
+                        {"processor_steps", processor_steps},
+                        {"grid_input_features", 20},
+                        {"mesh_input_features", 20},
+                        {"edge_features", 4},
+                        {"output_features", 10}};
 }
 
 inline ModelDescription tiny_model(std::int64_t processor_steps = 4) {

@@ -47,8 +47,10 @@ std::vector<std::vector<std::string>> run_concurrently(const std::vector<Job>& j
             result = std::string{"exception: "} + e.what();
           }
           std::string& slot = got[static_cast<std::size_t>(t)][j];
-          if (r == 0 || slot == result) slot = result;
-          else slot = "changed between rounds: " + result;
+          if (r == 0 || slot == result)
+            slot = result;
+          else
+            slot = "changed between rounds: " + result;
         }
       }
     });
@@ -78,9 +80,7 @@ void check_all_equal(const std::vector<std::string>& serial, const std::vector<s
     }
 }
 
-std::string plan_key(const Plan& plan, const CostGraph& graph) {
-  return plan_to_json(plan, graph.stages()).dump();
-}
+std::string plan_key(const Plan& plan, const CostGraph& graph) { return plan_to_json(plan, graph.stages()).dump(); }
 
 RunOptions pytorch_run() {
   RunOptions run;
@@ -96,8 +96,7 @@ TEST_SUITE("thread safety") {
   // comes first, while the others wait.
   TEST_CASE("threads: the first concurrent lookups of presets and devices agree") {
     std::vector<Job> jobs;
-    for (const std::string& name : preset_names())
-      jobs.push_back([name] { return to_json(load_model(name)).dump(); });
+    for (const std::string& name : preset_names()) jobs.push_back([name] { return to_json(load_model(name)).dump(); });
     jobs.push_back([] { return to_json(load_device("tpu-v4")).dump(); });
     jobs.push_back([] { return std::to_string(device_catalog().size()); });
     jobs.push_back([] { return to_json(device_with_memory(24 * kGiB)).dump(); });

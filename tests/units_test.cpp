@@ -12,7 +12,7 @@ TEST_SUITE("units") {
     };
     const Case cases[] = {{"32GiB", 34359738368}, {"30 GB", 30000000000}, {"512MiB", 536870912},
                           {"1e9", 1000000000},    {"1.5GiB", 1610612736}, {"17", 17},
-                          {"2KiB", 2048},          {"80GB", 80000000000}};
+                          {"2KiB", 2048},         {"80GB", 80000000000}};
     for (const Case& c : cases) {
       CAPTURE(c.text);
       CHECK(actmem::parse_bytes(c.text, "--budget") == c.bytes);

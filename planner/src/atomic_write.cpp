@@ -33,7 +33,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::size_t kNameMax = 255;      // NAME_MAX on Linux file systems
+constexpr std::size_t kNameMax = 255;       // NAME_MAX on Linux file systems
 constexpr std::size_t kTargetPrefix = 180;  // bytes of the target's name kept in a temporary's
 constexpr const char* kMarker = ".actmem-tmp.";
 

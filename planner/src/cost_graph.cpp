@@ -2,9 +2,9 @@
 
 #include <stdexcept>
 
+#include <fmt/format.h>
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/topological_sort.hpp>
-#include <fmt/format.h>
 
 #include "actmem/error.h"
 #include "actmem/limits.h"
@@ -43,7 +43,7 @@ CostGraph::~CostGraph() = default;
 
 std::string CostGraph::stage_name(int stage) const {
   return stage >= 0 && static_cast<std::size_t>(stage) < stages_.size() ? stages_[static_cast<std::size_t>(stage)]
-                                                                         : std::string{"loss"};
+                                                                        : std::string{"loss"};
 }
 
 OpId CostGraph::producer(TensorId id) const { return producer_[static_cast<std::size_t>(id)]; }
@@ -136,8 +136,10 @@ void CostGraphBuilder::check_holds() const {
       const bool inside_edge_update =
           op.edge_update || (made && made->edge_update && g.ops_[static_cast<std::size_t>(p) + 1].edge_update);
       if (!made || made->step != op.step || made->stage != op.stage || inside_edge_update)
-        throw std::logic_error(fmt::format("cost graph: op {} holds {}, not made earlier in its stage outside an edge "
-                                           "update", op.name, g.tensors_[static_cast<std::size_t>(t)].name));
+        throw std::logic_error(
+            fmt::format("cost graph: op {} holds {}, not made earlier in its stage outside an edge "
+                        "update",
+                        op.name, g.tensors_[static_cast<std::size_t>(t)].name));
     }
   }
 }
@@ -150,8 +152,8 @@ CostGraph CostGraphBuilder::finish() {
   for (std::size_t t = 0; t < g.tensors_.size(); ++t) {
     const OpId from = g.producer_[t];
     if (from < 0) continue;
-    for (OpId to : g.consumers_[t]) boost::add_edge(static_cast<std::size_t>(from), static_cast<std::size_t>(to),
-                                                    static_cast<TensorId>(t), dag);
+    for (OpId to : g.consumers_[t])
+      boost::add_edge(static_cast<std::size_t>(from), static_cast<std::size_t>(to), static_cast<TensorId>(t), dag);
   }
   // topological_sort throws boost::not_a_dag on a cycle; it writes vertices
   // in reverse topological order.
@@ -160,8 +162,8 @@ CostGraph CostGraphBuilder::finish() {
   // The emitted order must itself be topological: every edge runs forward.
   for (auto [e, end] = boost::edges(dag); e != end; ++e) {
     if (boost::source(*e, dag) >= boost::target(*e, dag))
-      throw std::logic_error(fmt::format("cost graph: op {} consumes a tensor produced later",
-                                         g.ops_[boost::target(*e, dag)].name));
+      throw std::logic_error(
+          fmt::format("cost graph: op {} consumes a tensor produced later", g.ops_[boost::target(*e, dag)].name));
   }
   // Stages contiguous and in chain order within each rollout step.
   for (std::size_t i = 1; i < g.ops_.size(); ++i) {

@@ -8,22 +8,17 @@
 
 #include "actmem/error.h"
 #include "actmem/limits.h"
-#include "actmem/units.h"
 #include "actmem/suggest.h"
+#include "actmem/units.h"
 #include "embedded.h"
 #include "json_fields.h"
 
 namespace actmem {
 namespace {
 
-const std::vector<std::string> kDeviceFields{"id",
-                                             "name",
-                                             "memory_bytes",
-                                             "reserve_bytes",
-                                             "peak_bf16_flops",
-                                             "peak_fp32_flops",
-                                             "bandwidth_bytes_per_s",
-                                             "source"};
+const std::vector<std::string> kDeviceFields{
+    "id",    "name", "memory_bytes", "reserve_bytes", "peak_bf16_flops", "peak_fp32_flops", "bandwidth_bytes_per_s",
+    "source"};
 
 std::vector<Device> parse_catalog() {
   const auto text = detail::embedded_file("devices.json");
@@ -47,7 +42,8 @@ Device device_from_json(const nlohmann::json& object, const std::string& source,
   d.memory_bytes = in.positive_int("memory_bytes", kMaxDeviceBytes);
   d.reserve_bytes = in.has("reserve_bytes") ? in.non_negative_int("reserve_bytes", kMaxDeviceBytes) : 0;
   if (d.reserve_bytes >= d.memory_bytes)
-    in.fail("reserve_bytes", fmt::format("expected less than memory_bytes ({}), got {}", d.memory_bytes, d.reserve_bytes));
+    in.fail("reserve_bytes",
+            fmt::format("expected less than memory_bytes ({}), got {}", d.memory_bytes, d.reserve_bytes));
   if (in.has("peak_bf16_flops") && !in.value("peak_bf16_flops").is_null())
     d.peak_bf16_flops = in.number_in("peak_bf16_flops", kMinDeviceRate, kMaxDeviceRate);
   d.peak_fp32_flops = in.number_in("peak_fp32_flops", kMinDeviceRate, kMaxDeviceRate);
@@ -100,14 +96,15 @@ Device device_with_memory(std::int64_t memory_bytes) {
 }
 
 nlohmann::json to_json(const Device& d) {
-  return nlohmann::json{{"id", d.id},
-                        {"name", d.name},
-                        {"memory_bytes", d.memory_bytes},
-                        {"reserve_bytes", d.reserve_bytes},
-                        {"peak_bf16_flops", d.peak_bf16_flops > 0 ? nlohmann::json(d.peak_bf16_flops) : nlohmann::json()},
-                        {"peak_fp32_flops", d.peak_fp32_flops},
-                        {"bandwidth_bytes_per_s", d.bandwidth_bytes_per_s},
-                        {"source", d.source}};
+  return nlohmann::json{
+      {"id", d.id},
+      {"name", d.name},
+      {"memory_bytes", d.memory_bytes},
+      {"reserve_bytes", d.reserve_bytes},
+      {"peak_bf16_flops", d.peak_bf16_flops > 0 ? nlohmann::json(d.peak_bf16_flops) : nlohmann::json()},
+      {"peak_fp32_flops", d.peak_fp32_flops},
+      {"bandwidth_bytes_per_s", d.bandwidth_bytes_per_s},
+      {"source", d.source}};
 }
 
 }  // namespace actmem

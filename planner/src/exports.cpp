@@ -66,12 +66,8 @@ nlohmann::json best_setting(const Scorer& score, const CostGraph& g, const Devic
 // The plan exported as it is (PyTorch, JAX): the plan file's own keys.
 nlohmann::json plan_export(const CostGraph& g, const Plan& plan, const Report& report) {
   const nlohmann::json keys = plan_to_json(plan, g.stages());
-  return nlohmann::json{{"config", keys},
-                        {"exact", true},
-                        {"predicted", predicted(report)},
-                        {"plan", keys},
-                        {"format", "json"},
-                        {"snippet", keys.dump(2) + "\n"}};
+  return nlohmann::json{{"config", keys}, {"exact", true},    {"predicted", predicted(report)},
+                        {"plan", keys},   {"format", "json"}, {"snippet", keys.dump(2) + "\n"}};
 }
 
 std::string physicsnemo_snippet(const nlohmann::json& config) {
@@ -117,7 +113,9 @@ CostGraph trainer_graph(const CostGraph& g, Implementation implementation) {
 // recomputation time), or by simulating each on `g`.
 struct Scorers {
   explicit Scorers(const CostGraph& graph, const Device& d, std::int64_t budget)
-      : g(graph), model(graph, d), by_chain([this](const Plan& p) {
+      : g(graph),
+        model(graph, d),
+        by_chain([this](const Plan& p) {
           const detail::ChainModel::Prediction x = model.predict(p);
           return Score{x.peak_bytes, x.recompute_s};
         }),
@@ -145,10 +143,9 @@ nlohmann::json physicsnemo_export(const CostGraph& g, const Device& d, std::int6
             "false because on one GPU train_graphcast.py turns on the encoder checkpoint for them. segments counts "
             "modules (edge and node blocks); no edge blocking"
           : "segments counts modules (edge and node blocks; whole layers only); no edge blocking";
-  physicsnemo["not_modelled"] = {
-      "recompute_activation (the example's default true: SiLU recomputed in backward)",
-      "full_bf16 / amp: actmem's --dtype sets the activation type only",
-      "processor_type: GraphTransformer (another model)"};
+  physicsnemo["not_modelled"] = {"recompute_activation (the example's default true: SiLU recomputed in backward)",
+                                 "full_bf16 / amp: actmem's --dtype sets the activation type only",
+                                 "processor_type: GraphTransformer (another model)"};
   return physicsnemo;
 }
 
@@ -195,9 +192,8 @@ nlohmann::json trainer_exports(const CostGraph& g, const Device& d, std::int64_t
       "GraphCast's own knob: each rollout step rematerialised (hk.remat); nothing at rollout 1. The per-block knobs "
       "are DeepGNN's (deepmind_deep_gnn)";
 
-  nlohmann::json& deep_gnn = exports["deepmind_deep_gnn"] =
-      best_setting(deepmind_scorers.by_chain, deepmind_graph, d, budget, plan,
-                   detail::deep_gnn_settings(deepmind_graph, edges));
+  nlohmann::json& deep_gnn = exports["deepmind_deep_gnn"] = best_setting(
+      deepmind_scorers.by_chain, deepmind_graph, d, budget, plan, detail::deep_gnn_settings(deepmind_graph, edges));
   deep_gnn["format"] = "python";
   deep_gnn["snippet"] = deep_gnn_snippet(deep_gnn.at("config"));
   deep_gnn["note"] =

@@ -17,7 +17,9 @@ constexpr std::size_t kMaxNameBytes = 256;
 // Appends JSON text for `value` to `out`, stopping once `out` holds `limit`
 // bytes: each level of nesting adds a byte, so the recursion is bounded too.
 void render(const nlohmann::json& value, std::string& out, std::size_t limit) {
-  const auto dump = [](const nlohmann::json& v) { return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); };
+  const auto dump = [](const nlohmann::json& v) {
+    return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
   if (value.is_object() || value.is_array()) {
     out += value.is_object() ? '{' : '[';
     bool first = true;

@@ -148,8 +148,9 @@ nlohmann::json read_json_file(const std::string& path) {
   while (in.read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || in.gcount() > 0) {
     text.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
     if (text.size() > static_cast<std::size_t>(kMaxJsonFileBytes))
-      throw InputError(path, "", fmt::format("file larger than {} MiB; actmem's JSON files are far smaller",
-                                             kMaxJsonFileBytes >> 20));
+      throw InputError(
+          path, "",
+          fmt::format("file larger than {} MiB; actmem's JSON files are far smaller", kMaxJsonFileBytes >> 20));
   }
   if (in.bad()) throw InputError(path, "", "cannot read the file");
   return parse_json(text, path);

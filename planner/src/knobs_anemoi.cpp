@@ -37,7 +37,8 @@ std::vector<KnobSetting> anemoi_settings(const CostGraph& g) {
         if (chunks > 0) {
           const int size = L / chunks;
           p.checkpoints.push_back({mesh_edge_embed_stage(), first_processor_stage() + size - 1, {}});
-          for (int s = first_processor_stage() + size; s < dec; s += size) p.checkpoints.push_back({s, s + size - 1, {}});
+          for (int s = first_processor_stage() + size; s < dec; s += size)
+            p.checkpoints.push_back({s, s + size - 1, {}});
         }
         if (decd) p.checkpoints.push_back({dec, dec, {}});
         nlohmann::json model{

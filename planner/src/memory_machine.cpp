@@ -174,7 +174,8 @@ void MemoryMachine::count_uses(const std::vector<Item>& items, std::int64_t repe
       for (TensorId t : g_.op(item.op).inputs) {
         if (produced_in_[static_cast<std::size_t>(t)] != context_) continue;
         // Block-internal tensors are counted per block instance.
-        uses_[static_cast<std::size_t>(t)] += static_cast<int>(block_internal_[static_cast<std::size_t>(t)] ? 1 : repeat);
+        uses_[static_cast<std::size_t>(t)] +=
+            static_cast<int>(block_internal_[static_cast<std::size_t>(t)] ? 1 : repeat);
       }
       // A hold is one more use (never inside blocks: Op::releases_held).
       for (TensorId t : g_.op(item.op).releases_held)
@@ -245,7 +246,8 @@ void MemoryMachine::forward_op(OpId id, bool saving, std::int64_t block_rows, in
     // In a block, the edge update's output is held for the concat of blocks.
     const bool block_output = collecting_block_output_ && !block_internal_[static_cast<std::size_t>(t)];
     const int refs = block_output ? 1 : uses_[static_cast<std::size_t>(t)];
-    current(t) = rule.output_materialized ? allocate(output_bytes(op, rule, t, block_rows), kActivations, refs + 1, t) : -1;
+    current(t) =
+        rule.output_materialized ? allocate(output_bytes(op, rule, t, block_rows), kActivations, refs + 1, t) : -1;
   }
   sample_op(pass, op, block);
   if (saving) {
@@ -324,9 +326,7 @@ void MemoryMachine::save(TensorId t, std::vector<int>& saved) {
 void MemoryMachine::forward_blocks(const Item& item, bool saving, Pass pass) {
   std::vector<int> outputs;
   const std::vector<std::int64_t>& rows = item.block_rows;
-  auto skippable = [&](std::size_t b) {
-    return bulk_equal_blocks_ && b + 2 < rows.size() && rows[b + 1] == rows[b];
-  };
+  auto skippable = [&](std::size_t b) { return bulk_equal_blocks_ && b + 2 < rows.size() && rows[b + 1] == rows[b]; };
   for (std::size_t b = 0; b < rows.size();) {
     if (skippable(b)) {
       std::size_t end = b;  // blocks b..end-1, all of rows[b]

@@ -50,7 +50,7 @@ class MemoryMachine {
     std::int64_t bytes = 0;
     int refs = 0;
     Category category = kActivations;
-    TensorId tensor = -1;  // what it holds or is the gradient of, for diagnostics (-1: scratch)
+    TensorId tensor = -1;                // what it holds or is the gradient of, for diagnostics (-1: scratch)
     bool compiler_recomputable = false;  // an activation the compiler may recompute (OpMemoryRule)
   };
 

@@ -18,9 +18,9 @@ MemoryProfile memory_profile(Framework framework, DType dtype, Implementation im
   rule(p, OpKind::layer_norm) = {bit(0), bit(1), false, true};  // x, and mean/rstd
   rule(p, OpKind::concat).grads_alias_output = true;            // backward: slices of the gradient
   rule(p, OpKind::concat).grads_are_slices = true;
-  rule(p, OpKind::add).grads_alias_output = true;               // backward: the gradient passes through
-  rule(p, OpKind::mse_loss).saved_inputs = bit(0);              // prediction (the target is an input)
-  rule(p, OpKind::next_input).grads_alias_output = true;        // a concat
+  rule(p, OpKind::add).grads_alias_output = true;         // backward: the gradient passes through
+  rule(p, OpKind::mse_loss).saved_inputs = bit(0);        // prediction (the target is an input)
+  rule(p, OpKind::next_input).grads_alias_output = true;  // a concat
   rule(p, OpKind::next_input).grads_are_slices = true;
   // gather and scatter_add keep only their index (an input); a cast keeps
   // nothing, and its backward casts the gradient back (a fresh buffer).

@@ -22,15 +22,31 @@ namespace {
 
 const std::vector<std::string> kPresets{"graphcast", "graphcast-small", "graphcast-operational"};
 
-const std::vector<std::string> kFields{
-    "name", "description", "architecture", "implementation", "concat_trick", "resolution_deg", "mesh_level",
-    "radius_query_fraction",
-    "grid_nodes", "mesh_nodes", "grid2mesh_edges", "mesh_edges", "mesh2grid_edges",
-    "latent_size", "mlp_hidden_layers", "processor_steps", "grid_input_features",
-    "mesh_input_features", "edge_features", "output_features", "fingerprint", "parameter_count"};
+const std::vector<std::string> kFields{"name",
+                                       "description",
+                                       "architecture",
+                                       "implementation",
+                                       "concat_trick",
+                                       "resolution_deg",
+                                       "mesh_level",
+                                       "radius_query_fraction",
+                                       "grid_nodes",
+                                       "mesh_nodes",
+                                       "grid2mesh_edges",
+                                       "mesh_edges",
+                                       "mesh2grid_edges",
+                                       "latent_size",
+                                       "mlp_hidden_layers",
+                                       "processor_steps",
+                                       "grid_input_features",
+                                       "mesh_input_features",
+                                       "edge_features",
+                                       "output_features",
+                                       "fingerprint",
+                                       "parameter_count"};
 
 constexpr std::array<Implementation, 3> kImplementations{Implementation::deepmind, Implementation::physicsnemo,
-                                                        Implementation::anemoi};
+                                                         Implementation::anemoi};
 
 // `implementation` (default deepmind) and `concat_trick` (default false,
 // PhysicsNeMo's knob: only with implementation physicsnemo).
@@ -48,7 +64,8 @@ void read_implementation(const detail::FieldReader& in, ModelDescription& m) {
   m.concat_trick = in.has("concat_trick") && in.boolean("concat_trick");
   if (m.concat_trick && m.implementation != Implementation::physicsnemo)
     in.fail("concat_trick", fmt::format("concat_trick is PhysicsNeMo's knob: expected implementation \"physicsnemo\" "
-                                        "with it, got \"{}\"", to_string(m.implementation)));
+                                        "with it, got \"{}\"",
+                                        to_string(m.implementation)));
 }
 
 struct CountField {
@@ -71,13 +88,13 @@ constexpr std::array<CountField, 5> kCountFields{{
 void check_byte_totals(const ModelDescription& m, const std::string& source) {
   using detail::checked_add;
   using detail::checked_mul;
-  const std::int64_t widest = std::max({3 * m.latent_size, m.grid_input_features, m.mesh_input_features,
-                                        m.output_features, m.edge_features});
+  const std::int64_t widest =
+      std::max({3 * m.latent_size, m.grid_input_features, m.mesh_input_features, m.output_features, m.edge_features});
   std::optional<std::int64_t> elements = 0;
-  for (const CountField& f : kCountFields)
-    elements = elements ? checked_add(*elements, m.*(f.member)) : std::nullopt;
+  for (const CountField& f : kCountFields) elements = elements ? checked_add(*elements, m.*(f.member)) : std::nullopt;
   std::optional<std::int64_t> bound = elements;
-  for (std::int64_t factor : {widest, std::int64_t{8}, m.mlp_hidden_layers + 8, m.processor_steps + 4, std::int64_t{16}})
+  for (std::int64_t factor :
+       {widest, std::int64_t{8}, m.mlp_hidden_layers + 8, m.processor_steps + 4, std::int64_t{16}})
     bound = bound ? checked_mul(*bound, factor) : std::nullopt;
   if (!bound || *bound > detail::kMaxTotalBytes) {
     const CountField* largest = &kCountFields[0];
@@ -85,7 +102,8 @@ void check_byte_totals(const ModelDescription& m, const std::string& source) {
       if (m.*(f.member) > m.*(largest->member)) largest = &f;
     throw InputError(source, std::string{"/"} + largest->key,
                      fmt::format("sizes too large: byte totals of a training step would overflow 64-bit arithmetic "
-                                 "({} = {}, latent_size = {})", largest->key, m.*(largest->member), m.latent_size));
+                                 "({} = {}, latent_size = {})",
+                                 largest->key, m.*(largest->member), m.latent_size));
   }
 }
 
@@ -115,7 +133,8 @@ void compute_missing_counts(const detail::FieldReader& in, ModelDescription& m) 
     if (in.has(f.key)) continue;
     if (counts.*(f.computed) < 1)
       in.fail(f.key, fmt::format("computed as {} from the geometry; expected at least 1 (give it, or a larger "
-                                 "radius_query_fraction)", counts.*(f.computed)));
+                                 "radius_query_fraction)",
+                                 counts.*(f.computed)));
     m.*(f.member) = counts.*(f.computed);
   }
 }
@@ -191,8 +210,8 @@ ModelDescription load_model(std::string_view preset_or_path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(name, ec))
     throw InputError("--model", "",
-                     fmt::format("'{}' is neither a preset ({}) nor a readable file{}", name,
-                                 fmt::join(kPresets, ", "), did_you_mean(name, kPresets)));
+                     fmt::format("'{}' is neither a preset ({}) nor a readable file{}", name, fmt::join(kPresets, ", "),
+                                 did_you_mean(name, kPresets)));
   return model_from_json(detail::read_json_file(name), name);
 }
 

@@ -23,7 +23,8 @@ std::int64_t parse_suffix(std::string_view name, std::string_view prefix, std::i
   try {
     return parse_integer(name.substr(prefix.size()), source, 1, max);
   } catch (const InputError&) {
-    throw InputError(source, "", fmt::format("expected {}N with N an integer from 1 to {}, got '{}'", prefix, max, name));
+    throw InputError(source, "",
+                     fmt::format("expected {}N with N an integer from 1 to {}, got '{}'", prefix, max, name));
   }
 }
 
@@ -33,9 +34,10 @@ int stage_index(const nlohmann::json& value, const std::vector<std::string>& sta
   const std::string name = value.get<std::string>();
   const auto it = std::find(stages.begin(), stages.end(), name);
   if (it == stages.end())
-    throw InputError(source, pointer, fmt::format("unknown stage '{}'{}; stages are encoder, mesh_edge_embed, "
-                                                  "processor.0..processor.{}, decoder",
-                                                  name, did_you_mean(name, stages), stages.size() - 4));
+    throw InputError(source, pointer,
+                     fmt::format("unknown stage '{}'{}; stages are encoder, mesh_edge_embed, "
+                                 "processor.0..processor.{}, decoder",
+                                 name, did_you_mean(name, stages), stages.size() - 4));
   return static_cast<int>(it - stages.begin());
 }
 
@@ -55,19 +57,22 @@ std::vector<Region> parse_regions(const nlohmann::json& list, const std::vector<
     r.from = stage_index(in.value("from"), stages, source, at + "/from");
     r.to = stage_index(in.value("to"), stages, source, at + "/to");
     if (r.from > r.to)
-      throw InputError(source, at, fmt::format("region runs backwards: '{}' comes after '{}'", stages[static_cast<std::size_t>(r.from)],
-                                               stages[static_cast<std::size_t>(r.to)]));
+      throw InputError(source, at,
+                       fmt::format("region runs backwards: '{}' comes after '{}'",
+                                   stages[static_cast<std::size_t>(r.from)], stages[static_cast<std::size_t>(r.to)]));
     if (r.from < lo || r.to > hi)
-      throw InputError(source, at, fmt::format("inner region {}..{} lies outside its enclosing region {}..{}",
-                                               stages[static_cast<std::size_t>(r.from)], stages[static_cast<std::size_t>(r.to)],
-                                               stages[static_cast<std::size_t>(lo)], stages[static_cast<std::size_t>(hi)]));
+      throw InputError(source, at,
+                       fmt::format("inner region {}..{} lies outside its enclosing region {}..{}",
+                                   stages[static_cast<std::size_t>(r.from)], stages[static_cast<std::size_t>(r.to)],
+                                   stages[static_cast<std::size_t>(lo)], stages[static_cast<std::size_t>(hi)]));
     if (in.has("inner"))
       r.inner = parse_regions(in.value("inner"), stages, source, at + "/inner", r.from, r.to, depth + 1);
     regions.push_back(std::move(r));
   }
   std::vector<std::size_t> order(regions.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return regions[a].from < regions[b].from; });
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return regions[a].from < regions[b].from; });
   for (std::size_t k = 1; k < order.size(); ++k) {
     const Region& a = regions[order[k - 1]];
     const Region& b = regions[order[k]];
@@ -162,17 +167,18 @@ Plan builtin_plan(std::string_view name, const std::vector<std::string>& stages,
     p.edge_blocks[static_cast<std::size_t>(n - 1)] = std::min(blocks, edges_per_stage[static_cast<std::size_t>(n - 1)]);
     return p;
   }
-  throw InputError(source, "",
-                   fmt::format("'{}' is not a plan file or a built-in plan (none, full, every:K, deepmind, deepmind:B){}",
-                               name, did_you_mean(name, {"none", "full", "deepmind"})));
+  throw InputError(
+      source, "",
+      fmt::format("'{}' is not a plan file or a built-in plan (none, full, every:K, deepmind, deepmind:B){}", name,
+                  did_you_mean(name, {"none", "full", "deepmind"})));
 }
 
 Plan plan_from_json(const nlohmann::json& document, const std::vector<std::string>& stages,
                     const std::vector<std::int64_t>& edges_per_stage, const std::string& source) {
   const detail::FieldReader in(document, source);
   Plan p = empty_plan(stages);
-  p.checkpoints = parse_regions(in.value("checkpoints"), stages, source, "/checkpoints", 0,
-                                static_cast<int>(stages.size()) - 1, 1);
+  p.checkpoints =
+      parse_regions(in.value("checkpoints"), stages, source, "/checkpoints", 0, static_cast<int>(stages.size()) - 1, 1);
   if (in.has("step_checkpoint")) p.step_checkpoint = in.boolean("step_checkpoint");
   if (in.has("edge_blocks")) {
     const detail::FieldReader blocks(in.value("edge_blocks"), source, "/edge_blocks");
@@ -180,17 +186,20 @@ Plan plan_from_json(const nlohmann::json& document, const std::vector<std::strin
       const int s = stage_index(nlohmann::json(stage), stages, source, "/edge_blocks/" + stage);
       if (!has_edge_update(stage))
         blocks.fail(stage, "stage has no edge update to block (only encoder, processor.k and decoder do)");
-      p.edge_blocks[static_cast<std::size_t>(s)] = block_count(blocks, stage, edges_per_stage[static_cast<std::size_t>(s)]);
+      p.edge_blocks[static_cast<std::size_t>(s)] =
+          block_count(blocks, stage, edges_per_stage[static_cast<std::size_t>(s)]);
     }
   }
   return p;
 }
 
-void validate(const Plan& plan, const std::vector<std::string>& stages, const std::vector<std::int64_t>& edges_per_stage) {
+void validate(const Plan& plan, const std::vector<std::string>& stages,
+              const std::vector<std::int64_t>& edges_per_stage) {
   const std::string source = "plan";
   if (plan.edge_blocks.size() != stages.size() || edges_per_stage.size() != stages.size())
-    throw InputError(source, "/edge_blocks",
-                     fmt::format("expected one block count per stage ({}), got {}", stages.size(), plan.edge_blocks.size()));
+    throw InputError(
+        source, "/edge_blocks",
+        fmt::format("expected one block count per stage ({}), got {}", stages.size(), plan.edge_blocks.size()));
   for (std::size_t s = 0; s < stages.size(); ++s) {
     const std::int64_t limit = std::max<std::int64_t>(1, std::min(edges_per_stage[s], kMaxEdgeBlocks));
     if (plan.edge_blocks[s] < 1 || plan.edge_blocks[s] > limit)
@@ -203,7 +212,8 @@ void validate(const Plan& plan, const std::vector<std::string>& stages, const st
 nlohmann::json checkpoints_to_json(const std::vector<Region>& regions, const std::vector<std::string>& stages) {
   nlohmann::json list = nlohmann::json::array();
   for (const Region& r : regions) {
-    nlohmann::json j{{"from", stages[static_cast<std::size_t>(r.from)]}, {"to", stages[static_cast<std::size_t>(r.to)]}};
+    nlohmann::json j{{"from", stages[static_cast<std::size_t>(r.from)]},
+                     {"to", stages[static_cast<std::size_t>(r.to)]}};
     if (!r.inner.empty()) j["inner"] = checkpoints_to_json(r.inner, stages);
     list.push_back(std::move(j));
   }
@@ -214,13 +224,15 @@ nlohmann::json plan_to_json(const Plan& plan, const std::vector<std::string>& st
   nlohmann::json blocks = nlohmann::json::object();
   for (std::size_t s = 0; s < stages.size(); ++s)
     if (plan.edge_blocks[s] > 1) blocks[stages[s]] = plan.edge_blocks[s];
-  nlohmann::json out{{"checkpoints", checkpoints_to_json(plan.checkpoints, stages)}, {"edge_blocks", std::move(blocks)}};
+  nlohmann::json out{{"checkpoints", checkpoints_to_json(plan.checkpoints, stages)},
+                     {"edge_blocks", std::move(blocks)}};
   if (plan.step_checkpoint) out["step_checkpoint"] = true;
   return out;
 }
 
 std::string describe(const Plan& plan, const std::vector<std::string>& stages) {
-  std::string text = plan.checkpoints.empty() ? "no checkpoints" : "checkpoints " + describe_regions(plan.checkpoints, stages);
+  std::string text =
+      plan.checkpoints.empty() ? "no checkpoints" : "checkpoints " + describe_regions(plan.checkpoints, stages);
   if (plan.step_checkpoint) text = "each rollout step checkpointed; inside it " + text;
   std::vector<std::string> blocked;
   for (std::size_t s = 0; s < stages.size(); ++s)

@@ -53,9 +53,10 @@ Plan plan_for(const PlanDocument& d, const CostGraph& graph) {
                      fmt::format("plan was made for model '{}' ({}), not for '{}' ({})", d.model->name,
                                  fingerprint(*d.model), graph.model().name, fingerprint(graph.model())));
   if (d.plan.contains("stages") && d.plan["stages"] != nlohmann::json(graph.stages()))
-    throw InputError(d.source, "/stages",
-                     fmt::format("expected the stage chain of '{}' (encoder, mesh_edge_embed, processor.0..{}, decoder)",
-                                 graph.model().name, graph.stages().size() - 4));
+    throw InputError(
+        d.source, "/stages",
+        fmt::format("expected the stage chain of '{}' (encoder, mesh_edge_embed, processor.0..{}, decoder)",
+                    graph.model().name, graph.stages().size() - 4));
   return plan_from_json(d.plan, graph.stages(), edges_per_stage(graph), d.source);
 }
 

@@ -16,9 +16,10 @@ std::string to_string(Pass pass) {
 }
 
 nlohmann::json to_json(const MemoryBreakdown& b) {
-  return nlohmann::json{{"parameters", b.parameters}, {"gradients", b.gradients},   {"optimizer_state", b.optimizer_state},
-                        {"inputs", b.inputs},         {"activations", b.activations}, {"workspace", b.workspace},
-                        {"reserved", b.reserved}};
+  return nlohmann::json{
+      {"parameters", b.parameters}, {"gradients", b.gradients},     {"optimizer_state", b.optimizer_state},
+      {"inputs", b.inputs},         {"activations", b.activations}, {"workspace", b.workspace},
+      {"reserved", b.reserved}};
 }
 
 nlohmann::json to_json(const StepLocation& at) {
@@ -55,7 +56,9 @@ nlohmann::json to_json(const std::vector<PeakBuffer>& buffers) {
 }
 
 std::string timeline_csv(const Report& r) {
-  std::string csv = "index,pass,step,stage,block,op,parameters,gradients,optimizer_state,inputs,activations,workspace,reserved,total\n";
+  std::string csv =
+      "index,pass,step,stage,block,op,parameters,gradients,optimizer_state,inputs,activations,workspace,reserved,"
+      "total\n";
   for (std::size_t i = 0; i < r.timeline.size(); ++i) {
     const TimelinePoint& p = r.timeline[i];
     const MemoryBreakdown& b = p.live;

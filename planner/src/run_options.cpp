@@ -18,8 +18,9 @@ Enum parse_enum(std::string_view text, const std::string& source, const std::pai
     if (text == name) return value;
     known.emplace_back(name);
   }
-  throw InputError(source, "",
-                   fmt::format("expected one of {}, got '{}'{}", fmt::join(known, ", "), text, did_you_mean(text, known)));
+  throw InputError(
+      source, "",
+      fmt::format("expected one of {}, got '{}'{}", fmt::join(known, ", "), text, did_you_mean(text, known)));
 }
 
 const std::pair<const char*, DType> kDTypes[] = {{"float32", DType::float32}, {"bfloat16", DType::bfloat16}};
@@ -46,7 +47,8 @@ void validate(const RunOptions& run) {
   if (run.batch < 1 || run.batch > kMaxBatch)
     throw InputError("--batch", "", fmt::format("expected an integer from 1 to {}, got {}", kMaxBatch, run.batch));
   if (run.rollout < 1 || run.rollout > kMaxRollout)
-    throw InputError("--rollout", "", fmt::format("expected an integer from 1 to {}, got {}", kMaxRollout, run.rollout));
+    throw InputError("--rollout", "",
+                     fmt::format("expected an integer from 1 to {}, got {}", kMaxRollout, run.rollout));
 }
 
 nlohmann::json to_json(const RunOptions& run) {

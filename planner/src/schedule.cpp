@@ -142,7 +142,8 @@ Schedule build_schedule(const CostGraph& g, const Plan& plan) {
       }
     }
     std::vector<std::vector<Item>> per_stage(stage_count);
-    for (std::size_t s = 0; s < stage_count; ++s) per_stage[s] = stage_items(g, stage_ops[s], edges[s], plan.edge_blocks[s]);
+    for (std::size_t s = 0; s < stage_count; ++s)
+      per_stage[s] = stage_items(g, stage_ops[s], edges[s], plan.edge_blocks[s]);
     std::vector<Item> items = wrap(g, plan.checkpoints, per_stage, 0, static_cast<int>(stage_count) - 1);
     for (Item& item : loss) items.push_back(std::move(item));
     if (plan.step_checkpoint && g.run().rollout > 1) items = {make_region(g, std::move(items))};

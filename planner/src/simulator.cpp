@@ -119,9 +119,7 @@ class Simulation : detail::MemoryMachine {
     return b;
   }
 
-  void sample_op(Pass pass, const Op& op, int block) override {
-    sample(pass, op.step, block, op.name, op.stage, &op);
-  }
+  void sample_op(Pass pass, const Op& op, int block) override { sample(pass, op.step, block, op.name, op.stage, &op); }
   void sample_concat(Pass pass, const Item& item) override {
     const Op& first = g_.op(item.first_op);
     sample(pass, first.step, -1, item.name + ".concat_blocks", first.stage);

@@ -35,8 +35,7 @@ bool alike(const ReplayGraph& rg, TensorId x, TensorId y, int offset) {
   if (rg.has_grad[ix] != rg.has_grad[iy]) return false;
   const OpId px = g.producer(x), py = g.producer(y);
   if ((px < 0) != (py < 0)) return false;
-  if (px >= 0 && (rg.producer_key[iy] - rg.producer_key[ix] != offset || g.op(px).kind != g.op(py).kind))
-    return false;
+  if (px >= 0 && (rg.producer_key[iy] - rg.producer_key[ix] != offset || g.op(px).kind != g.op(py).kind)) return false;
   // Where an activation is used decides when it is freed; model inputs
   // and parameters are never freed by use (they may well be shared).
   return a.role != TensorRole::activation || consumer_keys(rg, x, 0) == consumer_keys(rg, y, offset);

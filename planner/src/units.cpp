@@ -20,9 +20,18 @@ struct Suffix {
 };
 
 constexpr std::array<Suffix, 12> kSuffixes{{
-    {"", 1.0}, {"B", 1.0},
-    {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
-    {"kB", 1e3}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"K", 1024.0},
+    {"", 1.0},
+    {"B", 1.0},
+    {"KiB", 1024.0},
+    {"MiB", 1048576.0},
+    {"GiB", 1073741824.0},
+    {"TiB", 1099511627776.0},
+    {"kB", 1e3},
+    {"KB", 1e3},
+    {"MB", 1e6},
+    {"GB", 1e9},
+    {"TB", 1e12},
+    {"K", 1024.0},
 }};
 
 }  // namespace
@@ -40,9 +49,9 @@ std::int64_t parse_bytes(std::string_view text, const std::string& source) {
          (std::isdigit(static_cast<unsigned char>(text[number_end])) || text[number_end] == '.' ||
           text[number_end] == 'e' || text[number_end] == '+' || text[number_end] == '-')) {
     // 'e' belongs to the number only when followed by a digit or sign ("1e9").
-    if (text[number_end] == 'e' && (number_end + 1 >= text.size() ||
-                                    !(std::isdigit(static_cast<unsigned char>(text[number_end + 1])) ||
-                                      text[number_end + 1] == '+' || text[number_end + 1] == '-')))
+    if (text[number_end] == 'e' &&
+        (number_end + 1 >= text.size() || !(std::isdigit(static_cast<unsigned char>(text[number_end + 1])) ||
+                                            text[number_end + 1] == '+' || text[number_end + 1] == '-')))
       break;
     ++number_end;
   }
@@ -64,7 +73,8 @@ std::int64_t parse_bytes(std::string_view text, const std::string& source) {
 }
 
 std::int64_t parse_integer(std::string_view text, const std::string& source, std::int64_t min, std::int64_t max) {
-  const bool digits = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const bool digits =
+      !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
   std::int64_t value = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (!digits || error != std::errc{} || end != text.data() + text.size() || value < min || value > max)

@@ -40,8 +40,8 @@ py::list timeline_rows(const Report& report) {
 
 RunArguments arguments(py::object model, py::object device, py::object memory, py::object budget, py::object batch,
                        py::object rollout, py::object dtype, py::object framework, py::object optimizer) {
-  return RunArguments{std::move(model), std::move(device), std::move(memory), std::move(budget), batch,
-                      rollout, std::move(dtype), std::move(framework), std::move(optimizer)};
+  return RunArguments{std::move(model), std::move(device), std::move(memory),    std::move(budget),   batch,
+                      rollout,          std::move(dtype),  std::move(framework), std::move(optimizer)};
 }
 
 // Fills a JSON value by `compute` without the GIL, then converts it to

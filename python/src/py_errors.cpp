@@ -33,12 +33,12 @@ PyObject* input_error_class = nullptr;
 }  // namespace
 
 void register_errors(py::module_& module) {
-  input_error_class = PyErr_NewExceptionWithDoc(
-      "actmem.InputError",
-      "Bad input to actmem (a model, device, plan or argument); a ValueError.\n\n"
-      "Attributes: source (the input: a keyword, file or 'plan'), field (a JSON pointer\n"
-      "inside it, '' for the whole input) and message; str() joins them with ': '.",
-      PyExc_ValueError, nullptr);
+  input_error_class =
+      PyErr_NewExceptionWithDoc("actmem.InputError",
+                                "Bad input to actmem (a model, device, plan or argument); a ValueError.\n\n"
+                                "Attributes: source (the input: a keyword, file or 'plan'), field (a JSON pointer\n"
+                                "inside it, '' for the whole input) and message; str() joins them with ': '.",
+                                PyExc_ValueError, nullptr);
   if (input_error_class == nullptr) throw py::error_already_set();
   module.add_object("InputError", py::handle(input_error_class));  // steals no reference: adds one
 

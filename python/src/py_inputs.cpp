@@ -23,8 +23,8 @@ std::int64_t bytes_from(py::handle value, const std::string& keyword) {
       throw InputError(keyword, "", "expected a positive number of bytes up to 2^62, got " + n.dump());
     return n.get<std::int64_t>();
   }
-  throw InputError(keyword, "", "expected bytes as an int or a string such as \"24GiB\", got a value of type " +
-                                    type_name(value));
+  throw InputError(keyword, "",
+                   "expected bytes as an int or a string such as \"24GiB\", got a value of type " + type_name(value));
 }
 
 // An int keyword (batch, rollout), range-checked by validate(RunOptions).
@@ -49,13 +49,15 @@ bool flag_from(py::handle value, const std::string& keyword) {
 ModelDescription model_from(py::handle model) {
   if (py::isinstance<py::str>(model)) return load_model(text_of(model, "model"));
   if (py::isinstance<py::dict>(model)) return model_from_json(to_json(model, "model"), "model");
-  throw InputError("model", "", "expected a preset name, a model file or a dict, got a value of type " + type_name(model));
+  throw InputError("model", "",
+                   "expected a preset name, a model file or a dict, got a value of type " + type_name(model));
 }
 
 Device device_from(py::handle device) {
   if (py::isinstance<py::str>(device)) return load_device(text_of(device, "device"));
   if (py::isinstance<py::dict>(device)) return device_from_json(to_json(device, "device"), "device", "");
-  throw InputError("device", "", "expected a catalog id, a device file or a dict, got a value of type " + type_name(device));
+  throw InputError("device", "",
+                   "expected a catalog id, a device file or a dict, got a value of type " + type_name(device));
 }
 
 Target target_from(const RunArguments& a) {
@@ -81,8 +83,8 @@ Target target_from(const RunArguments& a) {
 Plan plan_from(py::handle plan, const CostGraph& graph) {
   if (py::isinstance<py::dict>(plan)) return plan_from_document(to_json(plan, "plan"), graph, "plan");
   if (!py::isinstance<py::str>(plan))
-    throw InputError("plan", "", "expected a built-in plan name, a plan file or a dict, got a value of type " +
-                                     type_name(plan));
+    throw InputError("plan", "",
+                     "expected a built-in plan name, a plan file or a dict, got a value of type " + type_name(plan));
   return PlanChoice(text_of(plan, "plan")).plan(graph);
 }
 

@@ -16,9 +16,12 @@ namespace {
 std::string escape_key(const std::string& key) {
   std::string out;
   for (char c : key) {
-    if (c == '~') out += "~0";
-    else if (c == '/') out += "~1";
-    else out += c;
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else
+      out += c;
   }
   return out;
 }
@@ -45,8 +48,8 @@ nlohmann::json array_of(py::handle value, const std::string& source, const std::
   // Re-read the size each time: converting an item may run Python code.
   for (Py_ssize_t i = 0; i < (list ? PyList_GET_SIZE(value.ptr()) : PyTuple_GET_SIZE(value.ptr())); ++i) {
     PyObject* item = list ? PyList_GET_ITEM(value.ptr(), i) : PyTuple_GET_ITEM(value.ptr(), i);
-    array.push_back(to_json_at(py::reinterpret_borrow<py::object>(item), source, pointer + "/" + std::to_string(i),
-                               depth + 1));
+    array.push_back(
+        to_json_at(py::reinterpret_borrow<py::object>(item), source, pointer + "/" + std::to_string(i), depth + 1));
   }
   return array;
 }
@@ -72,7 +75,8 @@ nlohmann::json to_json_at(py::handle value, const std::string& source, const std
   }
   if (py::isinstance<py::str>(value)) return text_of(value, source, pointer);
   if (py::isinstance<py::dict>(value)) return object_of(value, source, pointer, depth);
-  if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) return array_of(value, source, pointer, depth);
+  if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value))
+    return array_of(value, source, pointer, depth);
   throw InputError(source, pointer,
                    "expected None, bool, int, float, str, list or dict, got a value of type " + type_name(value));
 }

@@ -27,10 +27,10 @@
 // `check` prints one JSON line per budget and exits 1 if any disagrees.
 #include <algorithm>
 #include <array>
-#include <ctime>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -75,7 +75,7 @@ struct Column {
   int stage = 0;  // stage_count: the loss's backward of a step before the last
   Role role;
   std::int64_t blocks = 1;
-  int in_state = 0, out_state = 0;  // at boundaries stage + 1 and stage
+  int in_state = 0, out_state = 0;   // at boundaries stage + 1 and stage
   std::int64_t f = 0, f_peak = 0;    // original forward
   std::int64_t r = 0, r_peak = 0;    // the region's recomputation (kChild, kInner)
   std::int64_t ir = 0, ir_peak = 0;  // the inner region's recomputation (kInner)
@@ -119,7 +119,10 @@ std::int64_t within_step(Kind2 e, int u, const Column& col) {
     switch (e) {
       case kR: return v + (role.kind == kPlain ? 0 : col.r_peak);
       case kI: return v + (role.kind == kPlain ? 0 : role.kind == kChild ? col.r : col.r + col.ir_peak);
-      default: return v + (role.kind == kPlain ? col.b_peak : role.kind == kChild ? col.r + col.b_peak : col.r + col.ir + col.b_peak);
+      default:
+        return v + (role.kind == kPlain   ? col.b_peak
+                    : role.kind == kChild ? col.r + col.b_peak
+                                          : col.r + col.ir + col.b_peak);
     }
   }
   if (!role.in_region(u)) return v + (t > u ? col.backward_total() : 0);  // another segment
@@ -588,7 +591,8 @@ int write(std::uint64_t seed, int index, bool nested, int max_stages, int rollou
   // without checkpoints.
   std::vector<std::int64_t> budgets{least - 1, least};
   for (int i = 0; i < budget_count; ++i)
-    budgets.push_back(least + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(none.peak_bytes - least + 1)));
+    budgets.push_back(least +
+                      static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(none.peak_bytes - least + 1)));
   json answers = json::array();
   for (std::int64_t budget : budgets) answers.push_back(actmem_answer(g, device, nested, budget, none.step_time_s));
   const double t0 = cpu_seconds();
@@ -627,9 +631,12 @@ int check(const std::string& instance_path, const std::string& solution_path) {
     const json& a = answers[i];
     const json& r = results[i];
     const std::int64_t budget = a.at("budget").get<std::int64_t>();
-    json line{{"instance", instance.at("index")}, {"budget", budget}, {"nested", nested},
+    json line{{"instance", instance.at("index")},
+              {"budget", budget},
+              {"nested", nested},
               {"rollout", g.run().rollout},
-              {"stages", instance.at("stages")}, {"columns", p.columns.size()}};
+              {"stages", instance.at("stages")},
+              {"columns", p.columns.size()}};
     std::vector<std::string> problems;
     const std::string status = r.at("status").get<std::string>();
     const bool actmem_fits = a.at("fits").get<bool>();
@@ -671,7 +678,8 @@ int check(const std::string& instance_path, const std::string& solution_path) {
     // missed it).
     if (actmem_fits) {
       const Plan plan = plan_from_json(a.at("plan_json"), g.stages(), edges_per_stage(g), "actmem's plan");
-      const std::vector<int> path = path_of(p, plan, static_cast<int>(g.run().rollout), static_cast<int>(g.stages().size()));
+      const std::vector<int> path =
+          path_of(p, plan, static_cast<int>(g.run().rollout), static_cast<int>(g.stages().size()));
       const Report sim = simulate(g, device, budget, plan);
       line["actmem_simulated_peak_bytes"] = sim.peak_bytes;
       if (std::find(path.begin(), path.end(), -1) != path.end()) {
@@ -680,7 +688,8 @@ int check(const std::string& instance_path, const std::string& solution_path) {
         const std::int64_t peak = program_peak(p, path, static_bytes);
         line["actmem_plan_program_peak_bytes"] = peak;
         line["actmem_path"] = path;
-        if (peak != sim.peak_bytes) problems.push_back("the program's peak for actmem's plan differs from simulate()'s");
+        if (peak != sim.peak_bytes)
+          problems.push_back("the program's peak for actmem's plan differs from simulate()'s");
       }
       if (sim.peak_bytes > budget) problems.push_back("actmem's plan does not fit when simulated");
     }

@@ -50,7 +50,7 @@ int main() {
     expect(e.source() == "--device", std::string{"InputError::source(): "} + e.source());
   }
 
-  std::cout << "consumer: graphcast-small on " << device.id << ": peak " << format_bytes(answer.peak_bytes)
-            << ", plan " << describe(answer.plan, graph.stages()) << '\n';
+  std::cout << "consumer: graphcast-small on " << device.id << ": peak " << format_bytes(answer.peak_bytes) << ", plan "
+            << describe(answer.plan, graph.stages()) << '\n';
   return failures == 0 ? 0 : 1;
 }

@@ -83,7 +83,8 @@ nlohmann::json to_json(const ModelDescription& model);
 
 // A stable hex digest of every field that affects cost (counts, widths,
 // depth, and the implementation and concat_trick where they are not the
-// defaults, so that digests made before they existed still hold; not the name). Plans carry it to refuse being applied to another model.
+// defaults, so that digests made before they existed still hold; not the name). Plans carry it to refuse being applied
+// to another model.
 std::string fingerprint(const ModelDescription& model);
 
 // Trainable parameters, counted from the layer structure of the model's

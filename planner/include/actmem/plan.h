@@ -65,7 +65,8 @@ Plan plan_from_json(const nlohmann::json& document, const std::vector<std::strin
 // overlapping, inner ones within their parent, nested at most
 // kMaxRegionDepth levels (actmem/limits.h). Throws InputError("plan", …).
 // simulate() checks every plan it is given.
-void validate(const Plan& plan, const std::vector<std::string>& stages, const std::vector<std::int64_t>& edges_per_stage);
+void validate(const Plan& plan, const std::vector<std::string>& stages,
+              const std::vector<std::int64_t>& edges_per_stage);
 
 // The plan as in a plan file: {"checkpoints": [...], "edge_blocks": {...}}
 // with stage names, and "step_checkpoint": true when set.

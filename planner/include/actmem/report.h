@@ -34,10 +34,10 @@ std::string to_string(Pass pass);
 // Where in the step something happens.
 struct StepLocation {
   Pass pass = Pass::forward;
-  int step = 0;        // rollout step
-  std::string stage;   // stage name, or "loss"
-  std::string op;      // op name
-  int block = -1;      // edge block index, -1 when not in a blocked edge update
+  int step = 0;       // rollout step
+  std::string stage;  // stage name, or "loss"
+  std::string op;     // op name
+  int block = -1;     // edge block index, -1 when not in a blocked edge update
 };
 
 // One dynamic buffer live at the peak: an activation, a gradient (of the
@@ -76,7 +76,7 @@ struct Report {
   double recompute_flops = 0;
   double step_time_s = 0;
   StepLocation peak_at;
-  std::vector<TimelinePoint> timeline;  // filled only when asked for
+  std::vector<TimelinePoint> timeline;   // filled only when asked for
   std::vector<PeakBuffer> live_at_peak;  // largest first; filled only when asked for
 
   // Recompute FLOPs as a fraction of forward + backward FLOPs.

@@ -14,9 +14,9 @@ enum class Framework { pytorch, jax };
 enum class Optimizer { adam, sgd };
 
 struct RunOptions {
-  DType dtype = DType::bfloat16;       // activations; parameters stay float32 masters
-  std::int64_t batch = 1;              // samples per device
-  std::int64_t rollout = 1;            // autoregressive steps trained through
+  DType dtype = DType::bfloat16;  // activations; parameters stay float32 masters
+  std::int64_t batch = 1;         // samples per device
+  std::int64_t rollout = 1;       // autoregressive steps trained through
   Framework framework = Framework::jax;
   Optimizer optimizer = Optimizer::adam;  // adam: two float32 moments; sgd: none
 };
