@@ -1,6 +1,7 @@
 #pragma once
-// The Pareto-front toolkit of the solver's three label programs (the chain,
-// region and inner-region programs of solver_search.cpp).
+// The Pareto-front toolkit of the solver's three label programs: the chain
+// (solver_search.cpp), region (region_program.h) and inner-region
+// (inner_region_program.h) programs.
 //
 // A label is a partial plan with `sums` (a type with a lexicographic
 // operator< and no_worse_than(): every compared value lower or equal, each
