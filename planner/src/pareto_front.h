@@ -84,11 +84,12 @@ template <class Label, class Value, class OnKeptFresh>
 void merge_staircases(std::vector<Label>& front, std::vector<Label>& fresh, std::vector<Label>& scratch, Value value,
                       OnKeptFresh on_kept_fresh) {
   scratch.clear();
+  auto before = [&](const Label& x, const Label& y) {
+    return x.time_s < y.time_s || (x.time_s == y.time_s && value(x) < value(y));
+  };
   std::int64_t least = std::numeric_limits<std::int64_t>::max();  // the least value kept so far
   for (std::size_t i = 0, j = 0; i < front.size() || j < fresh.size();) {
-    const bool take_fresh =
-        i == front.size() || (j < fresh.size() && (fresh[j].time_s < front[i].time_s ||
-                                                   (fresh[j].time_s == front[i].time_s && value(fresh[j]) < value(front[i]))));
+    const bool take_fresh = i == front.size() || (j < fresh.size() && before(fresh[j], front[i]));
     Label& l = take_fresh ? fresh[j++] : front[i++];
     if (value(l) >= least) continue;
     least = value(l);

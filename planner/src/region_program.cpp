@@ -10,11 +10,13 @@ const std::vector<RegionGroup>& RegionProgram::options(int a, int b, const Class
   return it->second;
 }
 
+// The program over b..a (table.at[t]: labels over stages t..b), closed at a.
 std::vector<RegionGroup> RegionProgram::solve(int a, int b, const ClassGrads& grads_after) {
   Table table{a, b, std::vector<Buckets<Label>>(static_cast<std::size_t>(b + 2)), {}};
   Label start;
   for (int c = 0; c < ctx_.classes(); ++c) start.sums.push_back({});
-  table.at[static_cast<std::size_t>(b + 1)][ctx_.boundary_key(b + 1, grads_after)] = Bucket<Label>{grads_after, {start}};
+  Buckets<Label>& right_end = table.at[static_cast<std::size_t>(b + 1)];
+  right_end[ctx_.boundary_key(b + 1, grads_after)] = Bucket<Label>{grads_after, {start}};
   for (int t = b; t >= a; --t)
     for (auto& [key, bucket] : table.at[static_cast<std::size_t>(t + 1)]) {
       keep_front(bucket.labels);
@@ -43,7 +45,8 @@ void RegionProgram::extend_from(Table& table, int t, const Bucket<Label>& from) 
   for (int c0 = t; c0 >= table.a; --c0) {
     const Region inner{c0, t, {}};
     for (const InnerGroup& group : inner_.units(table.a, table.b, c0, t, from.grads))
-      for (const InnerUnit& unit : group.units) add(table, from, unit.pieces, group.grads, c0, unit.time_s, Part{0, &unit, inner, -1});
+      for (const InnerUnit& unit : group.units)
+        add(table, from, unit.pieces, group.grads, c0, unit.time_s, Part{0, &unit, inner, -1});
   }
 }
 
@@ -85,7 +88,8 @@ std::vector<RegionGroup> RegionProgram::close(Table& table) {
       RegionOption o;
       for (int c = 0; c < ctx_.classes(); ++c) {
         const RegionSums& s = label.sums[c];
-        o.effects.push_back({{s.forward.sum, s.forward.peak}, {s.folded.sum - kept[static_cast<std::size_t>(c)], s.folded.peak}});
+        const std::int64_t backward_bytes = s.folded.sum - kept[static_cast<std::size_t>(c)];
+        o.effects.push_back({{s.forward.sum, s.forward.peak}, {backward_bytes, s.folded.peak}});
       }
       o.time_s = label.time_s;
       o.segment = segment_of(table, label);
@@ -129,9 +133,11 @@ const std::vector<RegionProgram::ChildOption>& RegionProgram::child_options(int 
       const Effect& f = m.region_forward(c, t, blocks, a);
       const Effect& r = m.recompute_plain(c, t, blocks, a, b, m.signature(c, t, g));
       ChainModel::hand_over(r, g);
-      o.pieces.push_back({{f.forward_delta, f.forward_peak}, {r.forward_delta, r.forward_peak}, {r.backward_delta, r.backward_peak}});
-      cost.costs.insert(cost.costs.end(),
-                        {f.forward_delta, f.forward_peak, r.forward_delta, r.forward_peak, r.backward_delta, r.backward_peak});
+      const RegionPieces p{{f.forward_delta, f.forward_peak}, {r.forward_delta, r.forward_peak},
+                           {r.backward_delta, r.backward_peak}};
+      o.pieces.push_back(p);
+      cost.costs.insert(cost.costs.end(), {p.forward.delta, p.forward.peak, p.recompute.delta, p.recompute.peak,
+                                           p.backward.delta, p.backward.peak});
     }
     cost.same = ctx_.boundary_key(t, o.grads);
     cost.time_s = o.time_s;

@@ -20,6 +20,8 @@ class ChainProgram {
   ChainProgram(ChainModel& model, const SearchSpace& space)
       : ctx_(model, space), m_(model), n_(model.stage_count()), k_(model.class_count()), regions_(ctx_) {}
 
+  // search_frontier(): every plan not dominated in (peak, time), by
+  // increasing peak.
   std::vector<Candidate> run();
 
  private:
@@ -51,9 +53,10 @@ class ChainProgram {
   int n_, k_;
   RegionProgram regions_;
   std::vector<Trail> trail_;
-  std::vector<Label> fresh_, merged_;                 // extend()'s scratch
-  std::deque<Segment> plain_segments_;                 // the plain-stage choices trails point to
-  std::vector<Effect> loss_forward_, loss_backward_;  // per class: the loss stage, and its backward with no gradients in flight
+  std::vector<Label> fresh_, merged_;   // extend()'s scratch
+  std::deque<Segment> plain_segments_;  // the plain-stage choices trails point to
+  // Per class: the loss stage, and its backward with no gradients in flight.
+  std::vector<Effect> loss_forward_, loss_backward_;
 };
 
 std::vector<Candidate> ChainProgram::run() {
@@ -147,7 +150,7 @@ void ChainProgram::extend(Buckets<Label>& into, const Bucket<Label>& from, const
   if (it == into.end()) it = into.emplace(std::move(key), Bucket<Label>{grads, {}}).first;
   std::vector<Label>& labels = it->second.labels;
   make_extended(from, effects, time_s);
-  if (k_ == 1) {
+  if (k_ == 1) {  // both staircases (keep_front())
     merge_staircases(
         labels, fresh_, merged_, [](const Label& l) { return l.standalone_peak; },
         [&](Label& l) { l.trail = link(segment, l.trail); });
@@ -220,6 +223,7 @@ std::vector<Candidate> ChainProgram::frontier(Buckets<Label>& left_end) {
   return front;
 }
 
+// The plan a trail's segments make (stages no segment covers: plain, one block).
 Plan ChainProgram::plan_of(int trail) const {
   Plan plan = empty_plan(m_.graph().stages());
   for (int i = trail; i >= 0; i = trail_[static_cast<std::size_t>(i)].next) {
@@ -244,7 +248,8 @@ std::int64_t ChainProgram::peak_of(const Label& l) const {
     peak = std::max(peak, mem + loss.forward_peak);
     mem += loss.forward_delta;
   }
-  for (int step = 0; step < steps; ++step) mem += loss_forward_[static_cast<std::size_t>(m_.class_of(step))].backward_prelude;
+  for (int step = 0; step < steps; ++step)
+    mem += loss_forward_[static_cast<std::size_t>(m_.class_of(step))].backward_prelude;
   for (int step = steps - 1; step >= 0; --step) {
     const int c = m_.class_of(step);
     const Effect& loss = loss_backward_[static_cast<std::size_t>(c)];

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <compare>
 #include <cstdint>
 #include <limits>
@@ -30,7 +31,10 @@ template <class T>
 class PerClass {
  public:
   static constexpr int kMaxClasses = 3;
-  void push_back(const T& value) { items_[static_cast<std::size_t>(n_++)] = value; }
+  void push_back(const T& value) {
+    assert(n_ < kMaxClasses);
+    items_[static_cast<std::size_t>(n_++)] = value;
+  }
   int size() const { return n_; }
   T& operator[](int c) { return items_[static_cast<std::size_t>(c)]; }
   const T& operator[](int c) const { return items_[static_cast<std::size_t>(c)]; }
@@ -109,7 +113,9 @@ struct RegionSums {
     folded.prepend_around(p.recompute, p.backward);
   }
   auto operator<=>(const RegionSums&) const = default;
-  bool no_worse_than(const RegionSums& o) const { return forward.no_worse_than(o.forward) && folded.no_worse_than(o.folded); }
+  bool no_worse_than(const RegionSums& o) const {
+    return forward.no_worse_than(o.forward) && folded.no_worse_than(o.folded);
+  }
 };
 
 // One stage of an inner region in one class: its original forward, its
