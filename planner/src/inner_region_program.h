@@ -53,7 +53,7 @@ class InnerRegionProgram {
   struct StageOption {
     std::int64_t blocks = 1;
     PerClass<InnerStageEffects> effects;
-    ClassGrads grads;                   // in flight at u
+    ClassGrads grads;                    // in flight at u
     std::vector<std::int64_t> boundary;  // key of boundary u
     double time_s = 0;
   };

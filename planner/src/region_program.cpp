@@ -118,7 +118,7 @@ Segment RegionProgram::segment_of(const Table& table, const Label& label) const 
 // another in every effect (same boundary, no less time) dropped. They depend
 // on the region only through t's context bounds, so are cached on those.
 const std::vector<RegionProgram::ChildOption>& RegionProgram::child_options(int t, int a, int b,
-                                                                           const ClassGrads& grads_after) {
+                                                                            const ClassGrads& grads_after) {
   ChainModel& m = ctx_.model();
   auto& by_boundary = child_cache_[{t, m.norm_lo(t, a), m.norm_hi(t, b)}];
   std::vector<std::int64_t> boundary = ctx_.boundary_key(t + 1, grads_after);
@@ -133,8 +133,8 @@ const std::vector<RegionProgram::ChildOption>& RegionProgram::child_options(int 
       const Effect& f = m.region_forward(c, t, blocks, a);
       const Effect& r = m.recompute_plain(c, t, blocks, a, b, m.signature(c, t, g));
       ChainModel::hand_over(r, g);
-      const RegionPieces p{{f.forward_delta, f.forward_peak}, {r.forward_delta, r.forward_peak},
-                           {r.backward_delta, r.backward_peak}};
+      const RegionPieces p{
+          {f.forward_delta, f.forward_peak}, {r.forward_delta, r.forward_peak}, {r.backward_delta, r.backward_peak}};
       o.pieces.push_back(p);
       cost.costs.insert(cost.costs.end(), {p.forward.delta, p.forward.peak, p.recompute.delta, p.recompute.peak,
                                            p.backward.delta, p.backward.peak});

@@ -16,7 +16,7 @@ namespace actmem::detail {
 
 // A choice made for the chain: a plain stage or a region, with its blocks.
 struct Segment {
-  Region region;                     // from..to; a region when is_region
+  Region region;  // from..to; a region when is_region
   bool is_region = false;
   std::vector<std::int64_t> blocks;  // per stage from..to
 };

@@ -127,7 +127,7 @@ Effect ChainModel::run(int c, int s, std::int64_t blocks, StageContext ctx, cons
 }
 
 const StageRun& ChainModel::replay(int c, int stage, std::int64_t blocks, const StageContext& ctx) {
-  ReplayKey key{c,          stage,           blocks,        ctx.original_forward, ctx.context_lo, ctx.context_hi,
+  ReplayKey key{c,          stage,           blocks,        ctx.original_forward, ctx.context_lo,    ctx.context_hi,
                 ctx.saving, ctx.held_before, ctx.in_region, ctx.hold_outputs,     ctx.incoming_grads};
   if (auto it = replays_.find(key); it != replays_.end()) return it->second;
   const int step = class_steps_[static_cast<std::size_t>(c)];
