@@ -127,19 +127,18 @@ Effect ChainModel::run(int c, int s, std::int64_t blocks, StageContext ctx, cons
 }
 
 const StageRun& ChainModel::replay(int c, int stage, std::int64_t blocks, const StageContext& ctx) {
-  ReplayKey key{c,           stage,          blocks,         ctx.original_forward, ctx.context_lo, ctx.context_hi,
-                ctx.saving,  ctx.held_before, ctx.in_region, ctx.hold_outputs,     ctx.incoming_grads};
+  ReplayKey key{c,          stage,           blocks,        ctx.original_forward, ctx.context_lo,    ctx.context_hi,
+                ctx.saving, ctx.held_before, ctx.in_region, ctx.hold_outputs,     ctx.incoming_grads};
   if (auto it = replays_.find(key); it != replays_.end()) return it->second;
   const int step = class_steps_[static_cast<std::size_t>(c)];
   return replays_.emplace(std::move(key), replay_stage(rg_, items(step, stage, blocks), step, stage, ctx, scratch_))
       .first->second;
 }
 
-const Effect& ChainModel::cached(const Key& key, const std::vector<std::int64_t>& in, int c, int s,
-                                 std::int64_t blocks, const StageContext& ctx) {
+const Effect& ChainModel::cached(const EffectKey& key, const std::vector<std::int64_t>& in, const StageContext& ctx) {
   auto& by_incoming = cache_[key];
   if (auto it = by_incoming.find(in); it != by_incoming.end()) return it->second;
-  return by_incoming.emplace(in, run(c, s, blocks, ctx, in)).first->second;
+  return by_incoming.emplace(in, run(key.step_class, key.stage, key.blocks, ctx, in)).first->second;
 }
 
 std::vector<std::int64_t> ChainModel::signature(int c, int s, const GradState& state) const {
@@ -190,7 +189,7 @@ std::vector<std::int64_t> ChainModel::boundary(int c, int p, const GradState& st
 }
 
 const Effect& ChainModel::plain(int c, int s, std::int64_t blocks, const std::vector<std::int64_t>& in) {
-  return cached({c, s, blocks, kPlain, 0, 0, 0, 0}, in, c, s, blocks, StageContext{});
+  return cached({c, s, blocks, kPlain, 0, 0, 0}, in, StageContext{});
 }
 
 const Effect& ChainModel::region_forward(int c, int s, std::int64_t blocks, int a) {
@@ -198,7 +197,7 @@ const Effect& ChainModel::region_forward(int c, int s, std::int64_t blocks, int 
   StageContext ctx;
   ctx.saving = false;
   ctx.held_before = a;
-  return cached({c, s, blocks, kRegionForward, a, 0, 0, 0}, {}, c, s, blocks, ctx);
+  return cached({c, s, blocks, kRegionForward, a, 0, 0}, {}, ctx);
 }
 
 const Effect& ChainModel::saving_recompute(int c, int s, std::int64_t blocks, int kind, int lo, int hi,
@@ -211,7 +210,7 @@ const Effect& ChainModel::saving_recompute(int c, int s, std::int64_t blocks, in
   ctx.context_hi = hi;
   ctx.in_region = true;
   ctx.hold_outputs = hold_outputs;
-  return cached({c, s, blocks, kind, lo, hi, 0, 0}, in, c, s, blocks, ctx);
+  return cached({c, s, blocks, kind, lo, hi, 0}, in, ctx);
 }
 
 const Effect& ChainModel::recompute_plain(int c, int s, std::int64_t blocks, int a, int b, const std::vector<std::int64_t>& in) {
@@ -228,7 +227,7 @@ const Effect& ChainModel::recompute_in_inner(int c, int s, std::int64_t blocks, 
   ctx.context_hi = b;
   ctx.saving = false;
   ctx.held_before = inner_from;  // the inner region keeps its inputs from here
-  return cached({c, s, blocks, kRecomputeInInner, a, b, inner_from, 0}, {}, c, s, blocks, ctx);
+  return cached({c, s, blocks, kRecomputeInInner, a, b, inner_from}, {}, ctx);
 }
 
 const Effect& ChainModel::inner_recompute(int c, int s, std::int64_t blocks, int c0, int d, const std::vector<std::int64_t>& in) {
@@ -236,7 +235,7 @@ const Effect& ChainModel::inner_recompute(int c, int s, std::int64_t blocks, int
 }
 
 const Effect& ChainModel::loss(int c, const std::vector<std::int64_t>& in) {
-  return cached({c, stage_count(), 1, kLoss, 0, 0, 0, 0}, in, c, stage_count(), 1, StageContext{});
+  return cached({c, stage_count(), 1, kLoss, 0, 0, 0}, in, StageContext{});
 }
 
 std::int64_t ChainModel::kept_bytes(int c, int from, int to, int made_from, int made_before) const {

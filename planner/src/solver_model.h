@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <compare>
 #include <cstdint>
 #include <map>
 #include <tuple>
@@ -127,13 +128,36 @@ class ChainModel {
   Effect run(int c, int s, std::int64_t blocks, StageContext ctx, const std::vector<std::int64_t>& in);
   // The replay of a stage in a context (incoming gradients sorted), once.
   const StageRun& replay(int c, int stage, std::int64_t blocks, const StageContext& ctx);
-  using ReplayKey = std::tuple<int, int, std::int64_t, bool, int, int, bool, int, bool, bool,
-                               std::vector<std::pair<TensorId, std::int64_t>>>;
+  // What a replay depends on: the class, the stage, its blocks and the
+  // fields of its context that vary (first_parameter_gradients follows
+  // from the class).
+  struct ReplayKey {
+    int step_class = 0, stage = 0;
+    std::int64_t blocks = 1;
+    bool original_forward = true;
+    int context_lo = 0, context_hi = 0;
+    bool saving = true;
+    int held_before = -1;
+    bool in_region = false, hold_outputs = false;
+    std::vector<std::pair<TensorId, std::int64_t>> incoming_grads;
+    auto operator<=>(const ReplayKey&) const = default;
+  };
   std::map<ReplayKey, StageRun> replays_;
   std::vector<std::vector<StageTranslate>> translates_;  // per class, per stage
-  using Key = std::tuple<int, int, std::int64_t, int, int, int, int, int>;
-  const Effect& cached(const Key& key, const std::vector<std::int64_t>& in, int c, int s, std::int64_t blocks,
-                       const StageContext& ctx);
+  // What an execution's effect depends on besides the incoming gradient
+  // sizes: the class, the stage, its blocks, which execution it is (`kind`,
+  // solver_model.cpp) and the normalised context bounds that kind has
+  // (0 where it has none).
+  struct EffectKey {
+    int step_class = 0, stage = 0;
+    std::int64_t blocks = 1;
+    int kind = 0;
+    int lo = 0, hi = 0, inner_from = 0;
+    auto operator<=>(const EffectKey&) const = default;
+  };
+  // The effect of execution `key` given the incoming gradient sizes `in`,
+  // replayed in `ctx` once.
+  const Effect& cached(const EffectKey& key, const std::vector<std::int64_t>& in, const StageContext& ctx);
 
   ReplayGraph rg_;
   int steps_ = 1;
@@ -145,7 +169,7 @@ class ChainModel {
   TensorState scratch_;  // the replays' (one at a time)
   // Items per (blocks) schedule: [step][stage] (stage_count = loss items).
   std::map<std::int64_t, std::vector<std::vector<std::vector<Item>>>> items_;
-  std::map<Key, std::map<std::vector<std::int64_t>, Effect>> cache_;  // by context, then incoming gradient sizes
+  std::map<EffectKey, std::map<std::vector<std::int64_t>, Effect>> cache_;  // by context, then incoming gradient sizes
   std::vector<std::vector<int>> input_producers_, output_consumers_;  // per stage, sorted, same step
   std::vector<std::vector<int>> key_stage_;  // per class: tensor key -> producer stage in that step, -1: none
   mutable std::map<std::tuple<int, int, int, int, int>, std::int64_t> kept_cache_;  // kept_bytes() by its arguments

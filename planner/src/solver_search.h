@@ -13,6 +13,12 @@
 // plus its recompute time. Extending a suffix by one segment on the left
 // updates them in O(1); so the front at the left end holds every plan that
 // can be optimal for some budget.
+//
+// Parts: the chain program (solver_search.cpp) puts a plain stage or a
+// region to the left of each front; a region's options come from the
+// region program (region_program.h), an inner region's from the
+// inner-region program (inner_region_program.h). Their labels' sums are
+// suffix_sums.h's, their fronts and buckets pareto_front.h's.
 
 #include <cstdint>
 #include <vector>

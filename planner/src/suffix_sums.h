@@ -1,0 +1,149 @@
+#pragma once
+// The sums that summarise a partial plan in the solver's label programs
+// (solver_search.h, docs/solver.md "Algorithm"). Every program runs right
+// to left, so each sum is extended by putting one execution to the left of
+// those it covers, in O(1); the final peak never decreases as any compared
+// value grows, which is what makes their Pareto fronts (pareto_front.h)
+// exact.
+
+#include <algorithm>
+#include <array>
+#include <cassert>
+#include <compare>
+#include <cstdint>
+#include <limits>
+
+namespace actmem::detail {
+
+// "No execution yet" for the peak accumulators: below every real value and
+// far from overflow when added to.
+constexpr std::int64_t kNoPeak = std::numeric_limits<std::int64_t>::min() / 4;
+
+// One execution's memory effect relative to the memory before it: its net
+// change and its local peak.
+struct Piece {
+  std::int64_t delta = 0, peak = 0;
+};
+
+// One value per rollout-step class (first, middle, last: at most three;
+// ChainModel::class_count()), kept inline. Compared lexicographically.
+template <class T>
+class PerClass {
+ public:
+  static constexpr int kMaxClasses = 3;
+  void push_back(const T& value) {
+    assert(n_ < kMaxClasses);
+    items_[static_cast<std::size_t>(n_++)] = value;
+  }
+  int size() const { return n_; }
+  T& operator[](int c) { return items_[static_cast<std::size_t>(c)]; }
+  const T& operator[](int c) const { return items_[static_cast<std::size_t>(c)]; }
+  const T* begin() const { return items_.data(); }
+  const T* end() const { return items_.data() + n_; }
+  friend bool operator<(const PerClass& x, const PerClass& y) {
+    return std::lexicographical_compare(x.begin(), x.end(), y.begin(), y.end());
+  }
+  // Every class no worse (T::no_worse_than()).
+  bool no_worse_than(const PerClass& other) const {
+    for (int c = 0; c < n_; ++c)
+      if (!(*this)[c].no_worse_than(other[c])) return false;
+    return true;
+  }
+
+ private:
+  std::array<T, kMaxClasses> items_{};
+  int n_ = 0;
+};
+
+// A sequence of executions in absolute form: its bytes and its peak
+// relative to the memory before its first execution.
+struct Run {
+  std::int64_t sum = 0, peak = kNoPeak;
+  // Puts `p` before the sequence.
+  void prepend(Piece p) {
+    peak = std::max(p.peak, p.delta + peak);
+    sum += p.delta;
+  }
+  // Folded form of "recomputations left to right, then their backward right
+  // to left": puts a stage whose recomputation runs first and whose
+  // backward runs last around the sequence. sum covers both passes.
+  void prepend_around(Piece recompute, Piece backward) {
+    peak = std::max({recompute.peak, recompute.delta + peak, recompute.delta + sum + backward.peak});
+    sum += recompute.delta + backward.delta;
+  }
+  auto operator<=>(const Run&) const = default;
+  bool no_worse_than(const Run& o) const { return sum <= o.sum && peak <= o.peak; }
+};
+
+// A segment of the chain (plain stage or region) in one class.
+struct SegmentEffect {
+  Piece forward, backward;
+};
+
+// A suffix of the chain in one class (solver_search.h):
+//   sum_f  bytes its segments add in the forward pass
+//   q_f    max over its segments j of (forward peak_j − forward bytes of j and later)
+//   sum_b  bytes its segments add in the backward pass
+//   p_b    max over its segments j of (backward bytes of later segments + backward peak_j)
+// Buckets fix sum_f + sum_b, so sum_b is not compared.
+struct ChainSums {
+  std::int64_t sum_f = 0, q_f = kNoPeak, sum_b = 0, p_b = kNoPeak;
+  void prepend(const SegmentEffect& e) {
+    q_f = std::max(q_f, e.forward.peak - (e.forward.delta + sum_f));
+    sum_f += e.forward.delta;
+    p_b = std::max(p_b, sum_b + e.backward.peak);
+    sum_b += e.backward.delta;
+  }
+  auto operator<=>(const ChainSums&) const = default;
+  bool no_worse_than(const ChainSums& o) const { return sum_f <= o.sum_f && q_f <= o.q_f && p_b <= o.p_b; }
+};
+
+// A piece of a region in one class: its part of the original forward, of
+// the region's recomputation, and of the region's backward.
+struct RegionPieces {
+  Piece forward, recompute, backward;
+};
+
+// Stages t..b of a region [a, b] in one class: the original forward, and
+// the recomputation followed by the backward, folded.
+struct RegionSums {
+  Run forward, folded;
+  void prepend(const RegionPieces& p) {
+    forward.prepend(p.forward);
+    folded.prepend_around(p.recompute, p.backward);
+  }
+  auto operator<=>(const RegionSums&) const = default;
+  bool no_worse_than(const RegionSums& o) const {
+    return forward.no_worse_than(o.forward) && folded.no_worse_than(o.folded);
+  }
+};
+
+// One stage of an inner region in one class: its original forward, its
+// run in the enclosing region's recomputation (not saving), and its
+// recomputation (saving) and backward inside the inner region.
+struct InnerStageEffects {
+  Piece forward, outer_recompute, recompute, backward;
+  std::int64_t released_at_end = 0;  // held outputs released when the inner region ends
+};
+
+// Stages u..d of an inner region [c0, d] in one class: the original
+// forward and the enclosing region's recomputation in absolute form, the
+// inner recomputation and its backward folded, and the held outputs as a
+// negative sum (the bytes they give back).
+struct InnerSums {
+  Run forward, outer_recompute, folded;
+  std::int64_t minus_held = 0;
+  void prepend(const InnerStageEffects& e) {
+    forward.prepend(e.forward);
+    outer_recompute.prepend(e.outer_recompute);
+    folded.prepend_around(e.recompute, e.backward);
+    minus_held -= e.released_at_end;
+  }
+  auto operator<=>(const InnerSums&) const = default;
+  bool no_worse_than(const InnerSums& o) const {
+    return forward.no_worse_than(o.forward) && outer_recompute.no_worse_than(o.outer_recompute) &&
+           folded.no_worse_than(o.folded) && minus_held <= o.minus_held;
+  }
+};
+
+}  // namespace actmem::detail
