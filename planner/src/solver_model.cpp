@@ -82,8 +82,8 @@ const std::vector<Item>& ChainModel::items(int step, int stage, std::int64_t blo
     for (std::size_t s = 0; s < edges_.size(); ++s)
       if (edges_[s] > 0) plan.edge_blocks[s] = std::min(blocks, edges_[s]);
     Schedule schedule = build_schedule(graph(), plan);
-    std::vector<std::vector<std::vector<Item>>> per(static_cast<std::size_t>(steps_),
-                                                    std::vector<std::vector<Item>>(static_cast<std::size_t>(stage_count() + 1)));
+    std::vector<std::vector<std::vector<Item>>> per(
+        static_cast<std::size_t>(steps_), std::vector<std::vector<Item>>(static_cast<std::size_t>(stage_count() + 1)));
     for (Item& item : schedule.items) {
       const Op& op = graph().op(item.kind == Item::Kind::op ? item.op : item.first_op);
       per[static_cast<std::size_t>(op.step)][static_cast<std::size_t>(op.stage)].push_back(std::move(item));
@@ -117,8 +117,13 @@ Effect ChainModel::run(int c, int s, std::int64_t blocks, StageContext ctx, cons
     ctx.incoming_grads.emplace_back(moved ? translate.base_of(list[i]) : list[i], in[i]);
   std::sort(ctx.incoming_grads.begin(), ctx.incoming_grads.end());
   const StageRun& r = replay(c, stage, blocks, ctx);
-  Effect e{r.forward.delta_bytes, r.forward.peak_bytes, r.backward.delta_bytes, r.backward.peak_bytes,
-           r.released_at_end_bytes, r.backward_prelude_bytes, {}};
+  Effect e{r.forward.delta_bytes,
+           r.forward.peak_bytes,
+           r.backward.delta_bytes,
+           r.backward.peak_bytes,
+           r.released_at_end_bytes,
+           r.backward_prelude_bytes,
+           {}};
   for (auto [t, bytes] : r.outgoing_grads) {
     if (moved) t = translate.of_base(t);
     e.outgoing.emplace_back(rg_.local_key[static_cast<std::size_t>(t)], bytes);
@@ -146,8 +151,8 @@ std::vector<std::int64_t> ChainModel::signature(int c, int s, const GradState& s
   std::vector<std::int64_t> in;
   for (TensorId t : rg_.incoming[static_cast<std::size_t>(step)][static_cast<std::size_t>(s)]) {
     const int key = rg_.local_key[static_cast<std::size_t>(t)];
-    const auto it = std::lower_bound(state.begin(), state.end(), key,
-                                     [](const auto& entry, int k) { return entry.first < k; });
+    const auto it =
+        std::lower_bound(state.begin(), state.end(), key, [](const auto& entry, int k) { return entry.first < k; });
     in.push_back(it != state.end() && it->first == key ? it->second : graph().tensor(t).gradient_bytes());
   }
   return in;
@@ -213,7 +218,8 @@ const Effect& ChainModel::saving_recompute(int c, int s, std::int64_t blocks, in
   return cached({c, s, blocks, kind, lo, hi, 0}, in, ctx);
 }
 
-const Effect& ChainModel::recompute_plain(int c, int s, std::int64_t blocks, int a, int b, const std::vector<std::int64_t>& in) {
+const Effect& ChainModel::recompute_plain(int c, int s, std::int64_t blocks, int a, int b,
+                                          const std::vector<std::int64_t>& in) {
   return saving_recompute(c, s, blocks, kRecomputePlain, a, b, false, in);
 }
 
@@ -230,7 +236,8 @@ const Effect& ChainModel::recompute_in_inner(int c, int s, std::int64_t blocks, 
   return cached({c, s, blocks, kRecomputeInInner, a, b, inner_from}, {}, ctx);
 }
 
-const Effect& ChainModel::inner_recompute(int c, int s, std::int64_t blocks, int c0, int d, const std::vector<std::int64_t>& in) {
+const Effect& ChainModel::inner_recompute(int c, int s, std::int64_t blocks, int c0, int d,
+                                          const std::vector<std::int64_t>& in) {
   return saving_recompute(c, s, blocks, kInnerRecompute, c0, d, rg_.profile.nested_recompute_keeps_outputs, in);
 }
 
@@ -307,8 +314,7 @@ void forward_step(ChainModel& m, const Plan& plan, int c, MemoryWalk& w) {
 
 // An inner region's recomputation and backward, inside its region a..b;
 // then what it held is let go.
-void backward_inner(ChainModel& m, const Plan& plan, int c, const Region& in, int a, MemoryWalk& w,
-                    GradState& grads) {
+void backward_inner(ChainModel& m, const Plan& plan, int c, const Region& in, int a, MemoryWalk& w, GradState& grads) {
   for (int u = in.from; u <= in.to; ++u) w.forward(m.inner_recompute(c, u, blocks_of(plan, u), in.from, in.to));
   std::int64_t held_outputs = 0;
   for (int u = in.to; u >= in.from; --u) {

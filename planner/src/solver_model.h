@@ -29,7 +29,7 @@ namespace actmem::detail {
 struct Effect {
   std::int64_t forward_delta = 0, forward_peak = 0;
   std::int64_t backward_delta = 0, backward_peak = 0;
-  std::int64_t released_at_end = 0;  // released when the enclosing nested region ends
+  std::int64_t released_at_end = 0;   // released when the enclosing nested region ends
   std::int64_t backward_prelude = 0;  // loss only: its seed allocated, the held loss released
   // Gradients handed to earlier stages: (step-independent tensor key, bytes).
   std::vector<std::pair<int, std::int64_t>> outgoing;
@@ -67,18 +67,20 @@ class ChainModel {
   const Effect& region_forward(int c, int s, std::int64_t blocks, int a);
   // Recomputation inside region [a, b] as a plain child (saving), and its
   // backward.
-  const Effect& recompute_plain(int c, int s, std::int64_t blocks, int a, int b, const std::vector<std::int64_t>& in = {});
+  const Effect& recompute_plain(int c, int s, std::int64_t blocks, int a, int b,
+                                const std::vector<std::int64_t>& in = {});
   // Recomputation inside region [a, b] as part of inner region from
   // `inner_from` (not saving). Forward fields only.
   const Effect& recompute_in_inner(int c, int s, std::int64_t blocks, int a, int b, int inner_from);
   // Inside inner region [c0, d]: its recomputation (saving) and backward.
-  const Effect& inner_recompute(int c, int s, std::int64_t blocks, int c0, int d, const std::vector<std::int64_t>& in = {});
+  const Effect& inner_recompute(int c, int s, std::int64_t blocks, int c0, int d,
+                                const std::vector<std::int64_t>& in = {});
   // The incoming gradient sizes of stage s (class c) given what is in flight.
   std::vector<std::int64_t> signature(int c, int s, const GradState& state) const;
   static void hand_over(const Effect& e, GradState& state) {
     for (const auto& [key, bytes] : e.outgoing) {
-      const auto it = std::lower_bound(state.begin(), state.end(), key,
-                                       [](const auto& entry, int k) { return entry.first < k; });
+      const auto it =
+          std::lower_bound(state.begin(), state.end(), key, [](const auto& entry, int k) { return entry.first < k; });
       if (it != state.end() && it->first == key)
         it->second = bytes;
       else
@@ -170,7 +172,7 @@ class ChainModel {
   // Items per (blocks) schedule: [step][stage] (stage_count = loss items).
   std::map<std::int64_t, std::vector<std::vector<std::vector<Item>>>> items_;
   std::map<EffectKey, std::map<std::vector<std::int64_t>, Effect>> cache_;  // by context, then incoming gradient sizes
-  std::vector<std::vector<int>> input_producers_, output_consumers_;  // per stage, sorted, same step
+  std::vector<std::vector<int>> input_producers_, output_consumers_;        // per stage, sorted, same step
   std::vector<std::vector<int>> key_stage_;  // per class: tensor key -> producer stage in that step, -1: none
   mutable std::map<std::tuple<int, int, int, int, int>, std::int64_t> kept_cache_;  // kept_bytes() by its arguments
 };

@@ -34,7 +34,8 @@ ReplayGraph::ReplayGraph(const CostGraph& g)
     for (TensorId t : op.outputs) any = any || has_grad[static_cast<std::size_t>(t)];
     if (!any) continue;
     for (TensorId t : op.inputs)
-      if (g.tensor(t).requires_grad && g.tensor(t).role == TensorRole::activation) has_grad[static_cast<std::size_t>(t)] = 1;
+      if (g.tensor(t).requires_grad && g.tensor(t).role == TensorRole::activation)
+        has_grad[static_cast<std::size_t>(t)] = 1;
   }
   local_key.assign(n, -1);
   {
@@ -47,7 +48,8 @@ ReplayGraph::ReplayGraph(const CostGraph& g)
             (static_cast<int>(i) - first_of_step[static_cast<std::size_t>(ops[i].step)]) * 8 + static_cast<int>(k);
   }
   const int steps = static_cast<int>(g.run().rollout);
-  incoming.assign(static_cast<std::size_t>(steps), std::vector<std::vector<TensorId>>(static_cast<std::size_t>(stage_count + 1)));
+  incoming.assign(static_cast<std::size_t>(steps),
+                  std::vector<std::vector<TensorId>>(static_cast<std::size_t>(stage_count + 1)));
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
     const int self = op_key[i];
@@ -84,13 +86,15 @@ void ReplayGraph::find_first_readers() {
     if (graph.tensor(static_cast<TensorId>(t)).role != TensorRole::activation) continue;
     std::vector<int> readers;
     for (OpId c : graph.consumers(static_cast<TensorId>(t)))
-      if (op_key[static_cast<std::size_t>(c)] != producer_key[t]) readers.push_back(op_key[static_cast<std::size_t>(c)]);
+      if (op_key[static_cast<std::size_t>(c)] != producer_key[t])
+        readers.push_back(op_key[static_cast<std::size_t>(c)]);
     std::sort(readers.begin(), readers.end());
     readers.erase(std::unique(readers.begin(), readers.end()), readers.end());
     if (readers.size() < 2) continue;
     bool saves = false;
     for (OpId c : graph.consumers(static_cast<TensorId>(t)))
-      saves = saves || (op_key[static_cast<std::size_t>(c)] == readers.front() && read_saves(c, static_cast<TensorId>(t)));
+      saves =
+          saves || (op_key[static_cast<std::size_t>(c)] == readers.front() && read_saves(c, static_cast<TensorId>(t)));
     // Unplanned-for graphs are refused rather than mispredicted.
     if (!saves)
       throw std::logic_error("solver: " + graph.tensor(static_cast<TensorId>(t)).name +
@@ -170,7 +174,8 @@ class Replay : MemoryMachine {
         externals.push_back(t);
       }
     for (TensorId t : externals)
-      if (rg_.producer_key[static_cast<std::size_t>(t)] >= keys.lo) produced_in_[static_cast<std::size_t>(t)] = context_;
+      if (rg_.producer_key[static_cast<std::size_t>(t)] >= keys.lo)
+        produced_in_[static_cast<std::size_t>(t)] = context_;
     return externals;
   }
 
