@@ -7,6 +7,7 @@ packages=(
   pybind11-dev python3-dev python3-pytest python3-jsonschema
   python3-torch  # the reference framework the cost model is validated against
   clang libclang-rt-dev  # libFuzzer and the sanitizer runtimes for fuzz/ (scripts/fuzz.sh)
+  clang-format   # the C++ style (.clang-format), checked by the CTest test `format`
   python3-venv   # the wheel's test in a fresh virtual environment (scripts/test-wheel.sh)
   chromium       # `actmem report` in a real browser (tests/browser/)
 )
