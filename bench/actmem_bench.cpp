@@ -12,10 +12,10 @@
 
 #include <fmt/format.h>
 
-#include "actmem/device.h"
-#include "actmem/model.h"
-#include "actmem/simulator.h"
-#include "actmem/solver.h"
+#include "actmem/model/device.h"
+#include "actmem/model/model.h"
+#include "actmem/simulate/simulator.h"
+#include "actmem/solve/solver.h"
 
 using namespace actmem;
 

@@ -4,9 +4,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "actmem/device.h"
-#include "actmem/model.h"
-#include "actmem/units.h"
+#include "actmem/model/device.h"
+#include "actmem/model/model.h"
+#include "actmem/util/units.h"
 #include "commands.h"
 
 namespace actmem::cli {

@@ -4,9 +4,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "actmem/simulator.h"
-#include "actmem/solver.h"
-#include "actmem/units.h"
+#include "actmem/simulate/simulator.h"
+#include "actmem/solve/solver.h"
+#include "actmem/util/units.h"
 #include "commands.h"
 #include "report_text.h"
 #include "run_setup.h"

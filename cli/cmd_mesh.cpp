@@ -6,11 +6,11 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "actmem/error.h"
-#include "actmem/graph_counts.h"
-#include "actmem/icosahedral_mesh.h"
-#include "actmem/lat_lon_grid.h"
-#include "actmem/units.h"
+#include "actmem/geometry/graph_counts.h"
+#include "actmem/geometry/icosahedral_mesh.h"
+#include "actmem/geometry/lat_lon_grid.h"
+#include "actmem/util/error.h"
+#include "actmem/util/units.h"
 #include "commands.h"
 #include "progress_line.h"
 

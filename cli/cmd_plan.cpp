@@ -7,12 +7,12 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "actmem/error.h"
-#include "actmem/exports.h"
-#include "actmem/plan_document.h"
-#include "actmem/solver.h"
-#include "actmem/suggest.h"
-#include "actmem/units.h"
+#include "actmem/plan/exports.h"
+#include "actmem/plan/plan_document.h"
+#include "actmem/solve/solver.h"
+#include "actmem/util/error.h"
+#include "actmem/util/suggest.h"
+#include "actmem/util/units.h"
 #include "commands.h"
 #include "run_setup.h"
 

@@ -6,9 +6,9 @@
 
 #include <fmt/format.h>
 
-#include "actmem/error.h"
-#include "actmem/solver.h"
-#include "actmem/units.h"
+#include "actmem/solve/solver.h"
+#include "actmem/util/error.h"
+#include "actmem/util/units.h"
 #include "commands.h"
 #include "html_report.h"
 #include "progress_line.h"

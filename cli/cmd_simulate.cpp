@@ -4,11 +4,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "actmem/error.h"
-#include "actmem/limits.h"
-#include "actmem/plan_document.h"
-#include "actmem/simulator.h"
-#include "actmem/units.h"
+#include "actmem/plan/plan_document.h"
+#include "actmem/simulate/simulator.h"
+#include "actmem/util/error.h"
+#include "actmem/util/limits.h"
+#include "actmem/util/units.h"
 #include "commands.h"
 #include "report_text.h"
 #include "run_setup.h"

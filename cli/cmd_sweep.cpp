@@ -6,10 +6,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "actmem/error.h"
-#include "actmem/limits.h"
-#include "actmem/solver.h"
-#include "actmem/units.h"
+#include "actmem/solve/solver.h"
+#include "actmem/util/error.h"
+#include "actmem/util/limits.h"
+#include "actmem/util/units.h"
 #include "commands.h"
 #include "progress_line.h"
 #include "run_setup.h"

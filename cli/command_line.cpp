@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "actmem/error.h"
-#include "actmem/suggest.h"
+#include "actmem/util/error.h"
+#include "actmem/util/suggest.h"
 #include "standard_streams.h"
 
 namespace actmem::cli {

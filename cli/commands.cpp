@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "actmem/suggest.h"
+#include "actmem/util/suggest.h"
 
 namespace actmem::cli {
 

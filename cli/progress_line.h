@@ -2,7 +2,7 @@
 // One line of progress on stderr while a command works, for a person at a
 // terminal: shown only when stderr is a terminal and --quiet was not given
 // (never when piped or redirected), rewritten in place, erased at the end.
-// While it lives it also shows the library's progress (actmem/progress.h)
+// While it lives it also shows the library's progress (actmem/util/progress.h)
 // on this thread, e.g. the steps of a large geometry computation.
 
 #include <chrono>
@@ -11,7 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "actmem/progress.h"
+#include "actmem/util/progress.h"
 
 namespace actmem::cli {
 

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "actmem/units.h"
+#include "actmem/util/units.h"
 
 namespace actmem::cli {
 

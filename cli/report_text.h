@@ -3,9 +3,9 @@
 
 #include <string>
 
-#include "actmem/cost_graph.h"
-#include "actmem/device.h"
-#include "actmem/report.h"
+#include "actmem/cost/cost_graph.h"
+#include "actmem/model/device.h"
+#include "actmem/simulate/report.h"
 
 namespace actmem::cli {
 

@@ -4,10 +4,10 @@
 
 #include <fmt/format.h>
 
-#include "actmem/error.h"
-#include "actmem/limits.h"
-#include "actmem/simulator.h"
-#include "actmem/units.h"
+#include "actmem/simulate/simulator.h"
+#include "actmem/util/error.h"
+#include "actmem/util/limits.h"
+#include "actmem/util/units.h"
 #include "progress_line.h"
 
 namespace actmem::cli {

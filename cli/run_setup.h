@@ -8,12 +8,12 @@
 
 #include <CLI/CLI.hpp>
 
-#include "actmem/cost_graph.h"
-#include "actmem/device.h"
-#include "actmem/model.h"
-#include "actmem/plan_document.h"
-#include "actmem/run_options.h"
-#include "actmem/solver.h"
+#include "actmem/cost/cost_graph.h"
+#include "actmem/model/device.h"
+#include "actmem/model/model.h"
+#include "actmem/model/run_options.h"
+#include "actmem/plan/plan_document.h"
+#include "actmem/solve/solver.h"
 
 namespace actmem::cli {
 

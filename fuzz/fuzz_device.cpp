@@ -5,7 +5,7 @@
 
 #include "actmem/actmem.h"
 #include "fuzz_support.h"
-#include "json_text.h"
+#include "util/json_text.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace actmem;

@@ -6,7 +6,7 @@
 
 #include "actmem/actmem.h"
 #include "fuzz_support.h"
-#include "json_text.h"
+#include "util/json_text.h"
 
 namespace {
 

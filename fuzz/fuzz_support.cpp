@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "actmem/model.h"
+#include "actmem/model/model.h"
 #include "test_models.h"
 
 namespace actmem::fuzz {

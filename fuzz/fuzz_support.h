@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "actmem/cost_graph.h"
-#include "actmem/error.h"
+#include "actmem/cost/cost_graph.h"
+#include "actmem/util/error.h"
 
 #include <nlohmann/json.hpp>
 

@@ -19,8 +19,8 @@
 // (encoder_grid_node_update). What each op keeps is the memory profile's.
 #include <fmt/format.h>
 
-#include "actmem/cost_graph.h"
-#include "actmem/error.h"
+#include "actmem/cost/cost_graph.h"
+#include "actmem/util/error.h"
 
 namespace actmem {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "actmem/units.h"
+#include "actmem/util/units.h"
 #include "axes.h"
 #include "svg.h"
 

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "actmem/units.h"
+#include "actmem/util/units.h"
 #include "catalog_view.h"
 #include "pareto_view.h"
 #include "plan_view.h"

@@ -1,6 +1,6 @@
 #include "memory_kinds.h"
 
-#include "actmem/units.h"
+#include "actmem/util/units.h"
 
 namespace actmem::picture {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "actmem/report.h"
+#include "actmem/simulate/report.h"
 
 namespace actmem::picture {
 

@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
-#include "actmem/exports.h"
-#include "actmem/progress.h"
-#include "actmem/simulator.h"
+#include "actmem/plan/exports.h"
+#include "actmem/simulate/simulator.h"
+#include "actmem/util/progress.h"
 
 namespace actmem::picture {
 namespace {

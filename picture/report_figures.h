@@ -11,12 +11,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actmem/cost_graph.h"
-#include "actmem/device.h"
-#include "actmem/fit.h"
-#include "actmem/plan.h"
-#include "actmem/report.h"
-#include "actmem/solver.h"
+#include "actmem/cost/cost_graph.h"
+#include "actmem/model/device.h"
+#include "actmem/simulate/plan.h"
+#include "actmem/simulate/report.h"
+#include "actmem/solve/fit.h"
+#include "actmem/solve/solver.h"
 
 namespace actmem::picture {
 
@@ -62,7 +62,7 @@ struct ReportFigures {
 // headroom `actmem fit` keeps free).
 using CatalogBudget = std::function<std::int64_t(const Device&)>;
 
-// Runs everything the report shows. Reports progress steps (actmem/progress.h).
+// Runs everything the report shows. Reports progress steps (actmem/util/progress.h).
 // Catalog devices are judged against `catalog_budget` (default: all their memory).
 ReportFigures gather_figures(const CostGraph& graph, const Device& device, std::int64_t budget_bytes, const Plan& plan,
                              std::string plan_origin, const SolverOptions& options,

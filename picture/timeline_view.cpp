@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "actmem/units.h"
+#include "actmem/util/units.h"
 #include "axes.h"
 #include "memory_kinds.h"
 #include "svg.h"

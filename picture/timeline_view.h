@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "actmem/report.h"
+#include "actmem/simulate/report.h"
 
 namespace actmem::picture {
 

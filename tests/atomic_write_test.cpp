@@ -13,8 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "actmem/error.h"
-#include "actmem/plan_document.h"
+#include "actmem/plan/plan_document.h"
+#include "actmem/util/error.h"
 
 using namespace actmem;
 namespace fs = std::filesystem;

@@ -2,7 +2,7 @@
 
 #include <map>
 
-#include "actmem/cost_graph.h"
+#include "actmem/cost/cost_graph.h"
 #include "test_models.h"
 
 using namespace actmem;

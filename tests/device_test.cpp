@@ -4,9 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actmem/device.h"
-#include "actmem/error.h"
-#include "actmem/units.h"
+#include "actmem/model/device.h"
+#include "actmem/util/error.h"
+#include "actmem/util/units.h"
 
 TEST_SUITE("device") {
   TEST_CASE("catalog: every device the design names is present with sane figures") {

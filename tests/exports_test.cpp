@@ -5,10 +5,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actmem/exports.h"
-#include "actmem/simulator.h"
+#include "actmem/plan/exports.h"
+#include "actmem/simulate/simulator.h"
+#include "plan/trainer_knobs.h"
 #include "test_models.h"
-#include "trainer_knobs.h"
 
 using namespace actmem;
 

@@ -8,12 +8,12 @@
 #include <utility>
 #include <vector>
 
-#include "actmem/degree_stats.h"
-#include "actmem/error.h"
-#include "actmem/graph_counts.h"
-#include "actmem/grid_mesh_connectivity.h"
-#include "actmem/icosahedral_mesh.h"
-#include "actmem/lat_lon_grid.h"
+#include "actmem/geometry/degree_stats.h"
+#include "actmem/geometry/graph_counts.h"
+#include "actmem/geometry/grid_mesh_connectivity.h"
+#include "actmem/geometry/icosahedral_mesh.h"
+#include "actmem/geometry/lat_lon_grid.h"
+#include "actmem/util/error.h"
 
 using namespace actmem;
 

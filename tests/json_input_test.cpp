@@ -11,9 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "actmem/actmem.h"
-#include "actmem/limits.h"
-#include "json_fields.h"
+#include "actmem/util/limits.h"
 #include "test_models.h"
+#include "util/json_fields.h"
 
 using namespace actmem;
 

@@ -1,4 +1,4 @@
-// What actmem accepts (actmem/limits.h, docs/reliability.md): sizes whose
+// What actmem accepts (actmem/util/limits.h, docs/reliability.md): sizes whose
 // byte totals could overflow, budgets above the device, devices whose
 // speeds make times infinite, and inputs whose answer would take unbounded
 // time or memory are refused as InputErrors naming the option or field;
@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actmem/actmem.h"
-#include "actmem/limits.h"
+#include "actmem/util/limits.h"
 #include "test_models.h"
 
 using namespace actmem;

@@ -4,8 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actmem/error.h"
-#include "actmem/model.h"
+#include "actmem/model/model.h"
+#include "actmem/util/error.h"
 
 namespace {
 

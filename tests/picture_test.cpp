@@ -6,9 +6,9 @@
 #include <regex>
 #include <string>
 
-#include "actmem/exports.h"
-#include "actmem/simulator.h"
-#include "actmem/units.h"
+#include "actmem/plan/exports.h"
+#include "actmem/simulate/simulator.h"
+#include "actmem/util/units.h"
 #include "axes.h"
 #include "catalog_view.h"
 #include "html_report.h"
@@ -146,7 +146,7 @@ TEST_SUITE("picture") {
     const CostGraph g = tiny_graph();
     Plan p = nested_plan(g);
     p.checkpoints.push_back({6, 6, {}});  // the decoder recomputed block by block: recompute and backward alternate
-    p.edge_blocks.front() = 1024;         // and the encoder; 1024 blocks is a plan's most (actmem/limits.h)
+    p.edge_blocks.front() = 1024;         // and the encoder; 1024 blocks is a plan's most (actmem/util/limits.h)
     p.edge_blocks.back() = 1024;
     SimulationOptions options;
     options.record_timeline = true;

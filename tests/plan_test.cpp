@@ -2,10 +2,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actmem/error.h"
-#include "actmem/plan.h"
-#include "actmem/plan_document.h"
-#include "actmem/simulator.h"
+#include "actmem/plan/plan_document.h"
+#include "actmem/simulate/plan.h"
+#include "actmem/simulate/simulator.h"
+#include "actmem/util/error.h"
 #include "test_models.h"
 
 using namespace actmem;

@@ -1,4 +1,4 @@
-// actmem/progress.h: the calling thread's observer hears a long
+// actmem/util/progress.h: the calling thread's observer hears a long
 // computation's steps; scopes nest; other threads hear nothing.
 #include <doctest/doctest.h>
 
@@ -6,8 +6,8 @@
 #include <thread>
 #include <vector>
 
-#include "actmem/graph_counts.h"
-#include "actmem/progress.h"
+#include "actmem/geometry/graph_counts.h"
+#include "actmem/util/progress.h"
 
 using namespace actmem;
 

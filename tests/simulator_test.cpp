@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "actmem/device.h"
-#include "actmem/simulator.h"
+#include "actmem/model/device.h"
+#include "actmem/simulate/simulator.h"
 #include "test_models.h"
 
 using namespace actmem;

@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <random>
 
-#include "actmem/device.h"
-#include "actmem/simulator.h"
-#include "actmem/solver.h"
-#include "solver_model.h"
-#include "solver_search.h"
-#include "stage_translates.h"
+#include "actmem/model/device.h"
+#include "actmem/simulate/simulator.h"
+#include "actmem/solve/solver.h"
+#include "solve/solver_model.h"
+#include "solve/solver_search.h"
+#include "solve/stage_translates.h"
 #include "test_models.h"
 
 using namespace actmem;

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actmem/model.h"
+#include "actmem/model/model.h"
 
 namespace actmem::testing {
 

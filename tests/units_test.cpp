@@ -1,8 +1,8 @@
 #include <doctest/doctest.h>
 
-#include "actmem/error.h"
-#include "actmem/suggest.h"
-#include "actmem/units.h"
+#include "actmem/util/error.h"
+#include "actmem/util/suggest.h"
+#include "actmem/util/units.h"
 
 TEST_SUITE("units") {
   TEST_CASE("byte sizes: binary and decimal suffixes parse to exact byte counts") {

@@ -11,7 +11,7 @@
 #include <string>
 #include <utility>
 
-#include "actmem/cost_graph.h"
+#include "actmem/cost/cost_graph.h"
 
 namespace actmem::python {
 

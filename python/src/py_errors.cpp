@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "actmem/error.h"
+#include "actmem/util/error.h"
 
 namespace py = pybind11;
 

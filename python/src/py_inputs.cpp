@@ -1,10 +1,10 @@
 #include "py_inputs.h"
 
-#include "actmem/error.h"
-#include "actmem/plan_document.h"
-#include "actmem/plan_json.h"
-#include "actmem/simulator.h"
-#include "actmem/units.h"
+#include "actmem/plan/plan_document.h"
+#include "actmem/plan/plan_json.h"
+#include "actmem/simulate/simulator.h"
+#include "actmem/util/error.h"
+#include "actmem/util/units.h"
 #include "graph_cache.h"
 #include "py_json.h"
 

@@ -14,11 +14,11 @@
 
 #include <pybind11/pybind11.h>
 
-#include "actmem/cost_graph.h"
-#include "actmem/device.h"
-#include "actmem/model.h"
-#include "actmem/plan.h"
-#include "actmem/run_options.h"
+#include "actmem/cost/cost_graph.h"
+#include "actmem/model/device.h"
+#include "actmem/model/model.h"
+#include "actmem/model/run_options.h"
+#include "actmem/simulate/plan.h"
 
 namespace actmem::python {
 

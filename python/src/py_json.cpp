@@ -3,8 +3,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "actmem/error.h"
-#include "actmem/limits.h"
+#include "actmem/util/error.h"
+#include "actmem/util/limits.h"
 
 namespace py = pybind11;
 

@@ -40,14 +40,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actmem/cost_graph.h"
-#include "actmem/device.h"
-#include "actmem/model.h"
-#include "actmem/plan.h"
-#include "actmem/simulator.h"
-#include "actmem/solver.h"
-#include "solver_model.h"
-#include "solver_search.h"
+#include "actmem/cost/cost_graph.h"
+#include "actmem/model/device.h"
+#include "actmem/model/model.h"
+#include "actmem/simulate/plan.h"
+#include "actmem/simulate/simulator.h"
+#include "actmem/solve/solver.h"
+#include "solve/solver_model.h"
+#include "solve/solver_search.h"
 
 using namespace actmem;
 using nlohmann::json;

@@ -1,0 +1,166 @@
+#pragma once
+// The op-level cost graph of one training step's forward pass.
+//
+// Vertices are operations, edges are the tensors flowing between them
+// (stored as a Boost.Graph DAG behind this header). Every op knows its stage
+// (docs/cost-model.md §1), its rollout step, its inputs and outputs and its
+// forward and backward FLOPs. What an op keeps for the backward pass depends
+// on the framework and lives in memory_profile.h, not here.
+//
+// Contract of ops(): a topological order in which each (step, stage) is one
+// contiguous run, stages in chain order, and each stage's edge update (the
+// ops with edge_update set: gathers, concat, edge MLP, LayerNorm) is one
+// contiguous run inside it. The simulator relies on this.
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "actmem/model/model.h"
+#include "actmem/model/run_options.h"
+
+namespace actmem {
+
+using TensorId = std::int32_t;
+using OpId = std::int32_t;
+
+enum class TensorRole {
+  input,      // model inputs: features, edge features, index arrays, targets
+  parameter,  // trainable, float32 master copies
+  activation  // everything an op produces
+};
+
+struct Tensor {
+  std::string name;
+  std::int64_t rows = 0;  // leading dimension: nodes or edges (times batch), 1 for scalars
+  std::int64_t cols = 0;  // trailing dimension(s) flattened
+  int element_bytes = 0;
+  TensorRole role = TensorRole::activation;
+  bool requires_grad = false;
+  // Bytes per element of its gradient when they differ (0: element_bytes):
+  // JAX's carried frames are kept in the activation dtype while their
+  // cotangent stays float32 (docs/cost-model.md J9).
+  int gradient_element_bytes = 0;
+  std::int64_t bytes() const { return rows * cols * element_bytes; }
+  std::int64_t gradient_bytes() const {
+    return rows * cols * (gradient_element_bytes > 0 ? gradient_element_bytes : element_bytes);
+  }
+};
+
+enum class OpKind {
+  linear,       // inputs {x, weight, bias}: x·Wᵀ + b
+  silu,         // inputs {x}
+  layer_norm,   // inputs {x, scale, offset}; outputs {y, stats (mean, rstd; float32)}
+  gather,       // inputs {source, index}: source.index_select(0, index)
+  concat,       // inputs {a, b, …} along the feature axis
+  zeros,        // no inputs: the accumulator of a scatter
+  scatter_add,  // inputs {accumulator, index, source}: accumulator.index_add(0, index, source)
+  add,          // inputs {a, b}: residual
+  mse_loss,     // inputs {prediction, target}; output a scalar
+  next_input,   // inputs {prediction, static features}: the next rollout step's grid input
+  cast          // inputs {x}: x in another dtype (PyTorch autocast's casts to and from bfloat16)
+};
+
+std::string to_string(OpKind kind);
+
+struct Op {
+  OpKind kind = OpKind::linear;
+  std::string name;
+  int stage = 0;  // index into CostGraph::stages(); stages().size() means the loss
+  int step = 0;   // rollout step
+  std::vector<TensorId> inputs;
+  std::vector<TensorId> outputs;
+  double forward_flops = 0;
+  double backward_flops = 0;
+  bool edge_update = false;
+  // Tensors a name in the trainer's code holds past their last use, until
+  // this op has run (a Python local that lives to its function's return;
+  // docs/cost-model.md §2). Each is one more forward use, let go when this
+  // op's forward is done, in whichever execution (the forward pass or a
+  // recomputation) made the tensor. Not an input: nothing is saved, no
+  // gradient flows, no checkpoint keeps it. Contract (CostGraphBuilder
+  // checks it): each is made earlier in the same step and stage, and
+  // neither this op nor the tensor's producer is inside an edge update
+  // other than as its output, so that one stage's replay (the solver's) sees
+  // the whole hold and edge blocks never split it.
+  std::vector<TensorId> releases_held;
+};
+
+class CostGraph {
+ public:
+  // GraphCast's training step (models/graphcast_builder.cpp).
+  static CostGraph build(const ModelDescription& model, const RunOptions& run);
+
+  CostGraph(CostGraph&&) noexcept;
+  CostGraph& operator=(CostGraph&&) noexcept;
+  ~CostGraph();
+
+  const ModelDescription& model() const { return model_; }
+  const RunOptions& run() const { return run_; }
+
+  // Stage names in chain order (one step of the network; every rollout
+  // step repeats them). "loss" is not among them.
+  const std::vector<std::string>& stages() const { return stages_; }
+  std::string stage_name(int stage) const;
+
+  std::span<const Op> ops() const { return ops_; }
+  std::span<const Tensor> tensors() const { return tensors_; }
+  const Tensor& tensor(TensorId id) const { return tensors_[static_cast<std::size_t>(id)]; }
+  const Op& op(OpId id) const { return ops_[static_cast<std::size_t>(id)]; }
+
+  // The op producing a tensor (-1 for inputs and parameters) and the ops
+  // consuming it, read off the DAG.
+  OpId producer(TensorId id) const;
+  std::span<const OpId> consumers(TensorId id) const;
+
+  std::int64_t parameter_bytes() const;  // float32 masters
+  std::int64_t parameter_count() const;
+  std::int64_t input_bytes() const;
+
+ private:
+  friend class CostGraphBuilder;
+  CostGraph();
+
+  ModelDescription model_;
+  RunOptions run_;
+  std::vector<std::string> stages_;
+  std::vector<Op> ops_;
+  std::vector<Tensor> tensors_;
+  std::vector<OpId> producer_;
+  std::vector<std::vector<OpId>> consumers_;
+  struct Dag;
+  std::unique_ptr<Dag> dag_;
+};
+
+// Assembles a CostGraph op by op (used by the model builders), then checks it
+// with Boost.Graph: acyclic, emitted in topological order, stages contiguous.
+// A step beyond actmem/util/limits.h is refused as it grows, before it takes the
+// memory: tensors totalling more than kMaxStepBytes, or more than
+// kMaxStepOps ops, are an InputError naming --batch or --rollout (or the
+// model). Below kMaxStepBytes no byte figure of the simulator or the
+// solver can overflow int64.
+class CostGraphBuilder {
+ public:
+  CostGraphBuilder(const ModelDescription& model, const RunOptions& run, std::vector<std::string> stages);
+
+  TensorId add_tensor(Tensor tensor);
+  OpId add_op(Op op);
+  // One more hold (Op::releases_held) let go after op `at`.
+  void hold_until(OpId at, TensorId tensor) {
+    graph_.ops_[static_cast<std::size_t>(at)].releases_held.push_back(tensor);
+  }
+  const Tensor& tensor(TensorId id) const { return graph_.tensor(id); }
+
+  CostGraph finish();
+
+ private:
+  void check_bytes(const Tensor& tensor);
+  void check_holds() const;
+
+  CostGraph graph_;
+  std::int64_t total_bytes_ = 0;
+};
+
+}  // namespace actmem

@@ -1,0 +1,79 @@
+#pragma once
+// What a framework keeps for the backward pass, op by op, and how its
+// backward pass allocates gradients. The PyTorch rules were measured on
+// Debian's torch 1.13 (docs/pytorch-memory-profile.md) and on torch 2.10 in
+// PhysicsNeMo's and anemoi's own models (docs/validation-trainers.md); the JAX
+// rules are read off XLA:TPU (docs/cost-model.md).
+
+#include <cstdint>
+
+#include "actmem/cost/cost_graph.h"
+#include "actmem/model/run_options.h"
+
+namespace actmem {
+
+struct OpMemoryRule {
+  std::uint32_t saved_inputs = 0;   // bit i: input i is kept for the backward pass
+  std::uint32_t saved_outputs = 0;  // bit i: output i is kept for the backward pass
+  // true: the gradients of the inputs are the output's gradient itself or
+  // views of it (add passes it through, concat splits it); false: backward
+  // allocates a fresh gradient of each input's full size.
+  bool grads_alias_output = false;
+  // With grads_alias_output: the inputs' gradients are slices of the
+  // output's (concat), not the output's gradient itself (add).
+  bool grads_are_slices = false;
+  // false: the output is fused into its consumer and never gets a buffer.
+  bool output_materialized = true;
+  // ≥ 0: output 0's buffer has the size of this input (PyTorch's CPU
+  // mse_loss returns a 0-d view of its elementwise buffer).
+  int output_sized_like_input = -1;
+  // Extra buffers of input 0's size alive only inside this op's backward
+  // (PyTorch's index_select backward: zeros, then an out-of-place index_add).
+  int backward_scratch_copies = 0;
+  // The compiler may recompute the output instead of keeping it, when a
+  // program is over its memory limit: it is cheap, and what it reads is
+  // live anyway (XLA:TPU's rematerialisation recomputes gathers, SiLU and
+  // residual adds; docs/cost-model.md, J7).
+  bool compiler_recomputable = false;
+};
+
+struct MemoryProfile {
+  Framework framework = Framework::pytorch;
+  OpMemoryRule rules[11];  // indexed by OpKind
+  // How a gradient contribution meets an existing gradient buffer: true
+  // (PyTorch 1.13) a fresh sum, so old, new and sum coexist for a moment;
+  // false (XLA) accumulated in place.
+  bool accumulate_out_of_place = true;
+  // Slices of a gradient are views that keep the whole gradient alive
+  // (PyTorch), or copies of their own size unless their consumer is fused
+  // (XLA, which has no views).
+  bool slices_are_views = true;
+  // A nested checkpoint's recomputation keeps the region's outputs until its
+  // backward is done (PyTorch's reentrant checkpoint, used for nested regions
+  // because a nested non-reentrant one saves nothing in torch 1.13).
+  bool nested_recompute_keeps_outputs = true;
+  // Bytes per parameter of copies in the activation dtype held for the whole
+  // step (JAX casts the float32 masters to bfloat16 once; PyTorch's autocast
+  // casts each weight in the forward pass and its cache holds every cast
+  // until the forward pass ends).
+  std::int64_t parameter_cast_bytes = 0;
+  // A program over this fraction of the memory the device has for programs
+  // makes the compiler recompute what it can (compiler_recomputable ops);
+  // it compiles if that gets it under (XLA:TPU: 0.95, J7). 0: the
+  // framework does not rematerialise on its own.
+  double compiler_remat_limit_fraction = 0;
+  // Edge blocks: each block's gradient of its fused MLP input (the concat:
+  // the gathered node features' and the edge latent's parts) stays live
+  // until every block's backward is done, where XLA combines the blocks'
+  // scatter-adds (J8); false: each block's is consumed and freed in turn.
+  bool block_input_gradients_held = false;
+
+  const OpMemoryRule& rule(OpKind kind) const { return rules[static_cast<int>(kind)]; }
+};
+
+// The profile of a framework for activations of the given dtype, with the
+// rules of the ops the implementation runs where they differ (PyTorch: how
+// it aggregates, docs/cost-model.md §2).
+MemoryProfile memory_profile(Framework framework, DType dtype, Implementation implementation);
+
+}  // namespace actmem

@@ -1,0 +1,79 @@
+#pragma once
+// A plan: which stages run under checkpoints and how edge updates are blocked
+// (docs/plan-format.md). Stages are referred to by index into the stage chain
+// (CostGraph::stages()); names appear only in JSON.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace actmem {
+
+// Stages from..to (inclusive) run under one checkpoint: only the region's
+// inputs are kept after the forward pass, and the region is recomputed in
+// the backward pass. `inner` regions nest inside, sorted, non-overlapping.
+struct Region {
+  int from = 0;
+  int to = 0;
+  std::vector<Region> inner;
+  friend bool operator==(const Region&, const Region&) = default;
+};
+
+struct Plan {
+  std::vector<Region> checkpoints;        // sorted, non-overlapping
+  std::vector<std::int64_t> edge_blocks;  // per stage; 1 = not blocked
+  // Each rollout step (input assembly, network, loss, next input) runs
+  // under one checkpoint around the regions above: DeepMind's
+  // autoregressive.Predictor(gradient_checkpointing=True). Only the step's
+  // inputs are kept; the step is recomputed in the backward pass. Like
+  // DeepMind's predictor, it does nothing at rollout 1.
+  bool step_checkpoint = false;
+  friend bool operator==(const Plan&, const Plan&) = default;
+};
+
+// Stages with an edge update (encoder, processor.k, decoder): the only ones
+// edge_blocks may name.
+bool has_edge_update(const std::string& stage_name);
+
+// The plan with no checkpoints and no blocking.
+Plan empty_plan(const std::vector<std::string>& stages);
+
+// Built-in plans: "none", "full" (every stage its own region), "every:K"
+// (processor steps in groups of K, 1 ≤ K ≤ kMaxProcessorSteps), "deepmind"
+// or "deepmind:B" (encoder and decoder one region each with edge updates in
+// B blocks, default 8, 1 ≤ B ≤ kMaxEdgeBlocks; processor in regions of 3
+// steps). `edges_per_stage` caps B.
+Plan builtin_plan(std::string_view name, const std::vector<std::string>& stages,
+                  const std::vector<std::int64_t>& edges_per_stage);
+std::vector<std::string> builtin_plan_names();
+
+// Parses "checkpoints" and "edge_blocks" of a plan document and validates
+// them against the stage chain: unknown stages, reversed or overlapping
+// regions, inner regions outside their parent, regions nested deeper than
+// kMaxRegionDepth, and block counts that are not within
+// 1..min(edges, kMaxEdgeBlocks) are InputErrors naming `source` and the
+// JSON pointer.
+Plan plan_from_json(const nlohmann::json& document, const std::vector<std::string>& stages,
+                    const std::vector<std::int64_t>& edges_per_stage, const std::string& source);
+
+// Checks a plan made in code as plan_from_json checks a document: one
+// block count per stage, each from 1 to min(edges, kMaxEdgeBlocks) (1 for
+// stages without an edge update); regions sorted, within the chain, not
+// overlapping, inner ones within their parent, nested at most
+// kMaxRegionDepth levels (actmem/util/limits.h). Throws InputError("plan", …).
+// simulate() checks every plan it is given.
+void validate(const Plan& plan, const std::vector<std::string>& stages,
+              const std::vector<std::int64_t>& edges_per_stage);
+
+// The plan as in a plan file: {"checkpoints": [...], "edge_blocks": {...}}
+// with stage names, and "step_checkpoint": true when set.
+nlohmann::json plan_to_json(const Plan& plan, const std::vector<std::string>& stages);
+nlohmann::json checkpoints_to_json(const std::vector<Region>& regions, const std::vector<std::string>& stages);
+
+// One line for people: "encoder, decoder, processor.0–2 | blocks encoder×8".
+std::string describe(const Plan& plan, const std::vector<std::string>& stages);
+
+}  // namespace actmem

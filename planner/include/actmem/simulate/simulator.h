@@ -1,0 +1,54 @@
+#pragma once
+// The simulator: runs the schedule a trainer following a plan would run and
+// tracks every byte (docs/cost-model.md).
+//
+// Forward pass in op order: ops inside a checkpoint region keep nothing for
+// the backward pass; each region keeps its inputs. Edge-blocked stages run
+// their edge update block by block, each block under its own checkpoint, and
+// concatenate the block outputs. Then the loss, then the backward pass in
+// reverse, recomputing each region (nested regions and blocks too) before
+// differentiating through it. A tensor is freed when its last holder lets
+// go: a forward consumer still to run, an op that saved it, a region that
+// keeps it. Gradients are allocated and accumulated by the framework's
+// rules (memory_profile.h).
+
+#include <cstdint>
+#include <vector>
+
+#include "actmem/cost/cost_graph.h"
+#include "actmem/cost/memory_profile.h"
+#include "actmem/model/device.h"
+#include "actmem/simulate/plan.h"
+#include "actmem/simulate/report.h"
+
+namespace actmem {
+
+struct SimulationOptions {
+  // A row per op run; more than kMaxTimelineRows (actmem/util/limits.h) is an
+  // InputError("--timeline", …).
+  bool record_timeline = false;
+  // Report::live_at_peak: every buffer live at the peak (costs a second
+  // run of the simulation).
+  bool record_peak_buffers = false;
+};
+
+// Whether actmem models the memory of `plan` on `run`. Not for JAX at
+// rollout > 1 without step checkpoints: XLA's scanned rollout then stacks
+// JAX's own residuals of every stage outside a checkpoint, not XLA's fused
+// ones (docs/cost-model.md J11; measured up to 2.4 times the prediction).
+// The solver offers only modelled plans; simulate() of another reports
+// memory_modelled false and never fits.
+bool memory_modelled(const RunOptions& run, const Plan& plan);
+
+// Simulates one training step. `budget_bytes` is what fits is judged
+// against (usually device.memory_bytes; the device's reserve is part of the
+// predicted peak). The plan must have been made for graph.stages():
+// validate() (plan.h) checks it, throwing InputError.
+Report simulate(const CostGraph& graph, const Device& device, std::int64_t budget_bytes, const Plan& plan,
+                const SimulationOptions& options = {});
+
+// Directed edges (per sample) of each stage's edge update; 0 for stages
+// without one. Edge-block counts must lie within 1..this.
+std::vector<std::int64_t> edges_per_stage(const CostGraph& graph);
+
+}  // namespace actmem

@@ -1,0 +1,55 @@
+#pragma once
+// The planner: the fastest plan that fits (docs/solver.md).
+//
+// Plan space: the stage chain split into consecutive segments, each either
+// run plainly or as a checkpoint region; a region may nest inner regions
+// that split its stages again (one level); each stage with an edge update
+// runs it in B blocks, B from SolverOptions::block_choices. Objective: the
+// simulator's step_time_s, subject to the simulator's peak_bytes <=
+// budget_bytes. Every figure returned is the simulator's, for the returned
+// plan.
+
+#include <cstdint>
+#include <vector>
+
+#include "actmem/cost/cost_graph.h"
+#include "actmem/model/device.h"
+#include "actmem/simulate/plan.h"
+#include "actmem/simulate/report.h"
+
+namespace actmem {
+
+struct SolverOptions {
+  // Edge-block counts tried per stage (each capped at the stage's edges;
+  // counts outside 1..kMaxEdgeBlocks are dropped). Empty: 1, 2, 4, …, 1024.
+  std::vector<std::int64_t> block_choices;
+  // Search regions with inner regions nested one level (exact: tests
+  // enumerate the nested space). Off by default: on full GraphCast it takes
+  // 0.3-0.5 s at rollout 1 and 1.5-2.4 s at rollout 12, against 18-20 ms
+  // and about 1 s without (docs/solver.md "Speed").
+  bool allow_nested_regions = false;
+};
+
+struct Solution {
+  bool feasible = false;            // a plan within the budget exists
+  Plan plan;                        // the fastest that fits; if none fits, the one with the least peak
+  Report report;                    // simulate() of `plan` against the budget
+  std::int64_t min_peak_bytes = 0;  // the least peak any plan in the space reaches
+};
+
+Solution solve(const CostGraph& graph, const Device& device, std::int64_t budget_bytes,
+               const SolverOptions& options = {});
+
+// The least peak_bytes any plan in the space reaches, and a plan reaching it.
+Solution minimum_memory(const CostGraph& graph, const Device& device, const SolverOptions& options = {});
+
+struct ParetoPoint {
+  Plan plan;
+  Report report;
+};
+
+// Plans not dominated in (peak_bytes, step_time_s), by increasing peak.
+std::vector<ParetoPoint> pareto_frontier(const CostGraph& graph, const Device& device,
+                                         const SolverOptions& options = {});
+
+}  // namespace actmem

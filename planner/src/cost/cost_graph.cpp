@@ -1,0 +1,178 @@
+#include "actmem/cost/cost_graph.h"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/topological_sort.hpp>
+
+#include "actmem/util/error.h"
+#include "actmem/util/limits.h"
+#include "util/checked_math.h"
+
+namespace actmem {
+
+// Ops as vertices, one edge per (tensor, consumer) from the tensor's producer.
+struct CostGraph::Dag {
+  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, boost::no_property,
+                                      boost::property<boost::edge_name_t, TensorId>>;
+  Graph graph;
+};
+
+std::string to_string(OpKind kind) {
+  switch (kind) {
+    case OpKind::linear: return "linear";
+    case OpKind::silu: return "silu";
+    case OpKind::layer_norm: return "layer_norm";
+    case OpKind::gather: return "gather";
+    case OpKind::concat: return "concat";
+    case OpKind::zeros: return "zeros";
+    case OpKind::scatter_add: return "scatter_add";
+    case OpKind::add: return "add";
+    case OpKind::mse_loss: return "mse_loss";
+    case OpKind::next_input: return "next_input";
+    case OpKind::cast: return "cast";
+  }
+  return "?";
+}
+
+CostGraph::CostGraph() : dag_(std::make_unique<Dag>()) {}
+CostGraph::CostGraph(CostGraph&&) noexcept = default;
+CostGraph& CostGraph::operator=(CostGraph&&) noexcept = default;
+CostGraph::~CostGraph() = default;
+
+std::string CostGraph::stage_name(int stage) const {
+  return stage >= 0 && static_cast<std::size_t>(stage) < stages_.size() ? stages_[static_cast<std::size_t>(stage)]
+                                                                        : std::string{"loss"};
+}
+
+OpId CostGraph::producer(TensorId id) const { return producer_[static_cast<std::size_t>(id)]; }
+
+std::span<const OpId> CostGraph::consumers(TensorId id) const { return consumers_[static_cast<std::size_t>(id)]; }
+
+std::int64_t CostGraph::parameter_count() const {
+  std::int64_t n = 0;
+  for (const Tensor& t : tensors_)
+    if (t.role == TensorRole::parameter) n += t.rows * t.cols;
+  return n;
+}
+
+std::int64_t CostGraph::parameter_bytes() const { return parameter_count() * 4; }
+
+std::int64_t CostGraph::input_bytes() const {
+  std::int64_t n = 0;
+  for (const Tensor& t : tensors_)
+    if (t.role == TensorRole::input) n += t.bytes();
+  return n;
+}
+
+CostGraphBuilder::CostGraphBuilder(const ModelDescription& model, const RunOptions& run,
+                                   std::vector<std::string> stages) {
+  graph_.model_ = model;
+  graph_.run_ = run;
+  graph_.stages_ = std::move(stages);
+}
+
+namespace {
+
+// The run option that makes a step too large: the one a user would lower.
+std::string too_large_source(const CostGraph& g, bool bytes) {
+  if (bytes && g.run().batch > 1) return "--batch";
+  if (g.run().rollout > 1) return "--rollout";
+  return g.model().name;
+}
+
+}  // namespace
+
+void CostGraphBuilder::check_bytes(const Tensor& t) {
+  using detail::checked_add;
+  using detail::checked_mul;
+  const std::optional<std::int64_t> elements = checked_mul(t.rows, t.cols);
+  const std::optional<std::int64_t> bytes = elements ? checked_mul(*elements, t.element_bytes) : std::nullopt;
+  const std::optional<std::int64_t> total = bytes ? checked_add(total_bytes_, *bytes) : std::nullopt;
+  if (t.rows < 0 || t.cols < 0 || !total || *total > kMaxStepBytes) {
+    const RunOptions& r = graph_.run();
+    throw InputError(too_large_source(graph_, true), "",
+                     fmt::format("the training step is too large to plan: the tensors of model '{}' at batch {}, "
+                                 "rollout {}, {} exceed 2^56 bytes (64 PiB); reduce the batch or the rollout",
+                                 graph_.model().name, r.batch, r.rollout, to_string(r.dtype)));
+  }
+  total_bytes_ = *total;
+}
+
+TensorId CostGraphBuilder::add_tensor(Tensor tensor) {
+  check_bytes(tensor);
+  graph_.tensors_.push_back(std::move(tensor));
+  graph_.producer_.push_back(-1);
+  graph_.consumers_.emplace_back();
+  return static_cast<TensorId>(graph_.tensors_.size() - 1);
+}
+
+OpId CostGraphBuilder::add_op(Op op) {
+  if (static_cast<std::int64_t>(graph_.ops_.size()) >= kMaxStepOps)
+    throw InputError(too_large_source(graph_, false), "",
+                     fmt::format("the training step is too large to plan: model '{}' at rollout {} has more than {} "
+                                 "ops (the limit that keeps every answer within seconds); reduce the rollout",
+                                 graph_.model().name, graph_.run().rollout, kMaxStepOps));
+  const auto id = static_cast<OpId>(graph_.ops_.size());
+  for (TensorId t : op.inputs) graph_.consumers_[static_cast<std::size_t>(t)].push_back(id);
+  for (TensorId t : op.outputs) {
+    if (graph_.producer_[static_cast<std::size_t>(t)] != -1)
+      throw std::logic_error("tensor " + graph_.tensors_[static_cast<std::size_t>(t)].name + " produced twice");
+    graph_.producer_[static_cast<std::size_t>(t)] = id;
+  }
+  graph_.ops_.push_back(std::move(op));
+  return id;
+}
+
+// Op::releases_held's contract.
+void CostGraphBuilder::check_holds() const {
+  const CostGraph& g = graph_;
+  for (std::size_t i = 0; i < g.ops_.size(); ++i) {
+    const Op& op = g.ops_[i];
+    for (TensorId t : op.releases_held) {
+      const OpId p = g.producer_[static_cast<std::size_t>(t)];
+      const Op* made = p >= 0 && static_cast<std::size_t>(p) < i ? &g.ops_[static_cast<std::size_t>(p)] : nullptr;
+      const bool inside_edge_update =
+          op.edge_update || (made && made->edge_update && g.ops_[static_cast<std::size_t>(p) + 1].edge_update);
+      if (!made || made->step != op.step || made->stage != op.stage || inside_edge_update)
+        throw std::logic_error(
+            fmt::format("cost graph: op {} holds {}, not made earlier in its stage outside an edge "
+                        "update",
+                        op.name, g.tensors_[static_cast<std::size_t>(t)].name));
+    }
+  }
+}
+
+CostGraph CostGraphBuilder::finish() {
+  check_holds();
+  CostGraph& g = graph_;
+  auto& dag = g.dag_->graph;
+  dag = CostGraph::Dag::Graph(g.ops_.size());
+  for (std::size_t t = 0; t < g.tensors_.size(); ++t) {
+    const OpId from = g.producer_[t];
+    if (from < 0) continue;
+    for (OpId to : g.consumers_[t])
+      boost::add_edge(static_cast<std::size_t>(from), static_cast<std::size_t>(to), static_cast<TensorId>(t), dag);
+  }
+  // topological_sort throws boost::not_a_dag on a cycle; it writes vertices
+  // in reverse topological order.
+  std::vector<std::size_t> reverse_order;
+  boost::topological_sort(dag, std::back_inserter(reverse_order));
+  // The emitted order must itself be topological: every edge runs forward.
+  for (auto [e, end] = boost::edges(dag); e != end; ++e) {
+    if (boost::source(*e, dag) >= boost::target(*e, dag))
+      throw std::logic_error(
+          fmt::format("cost graph: op {} consumes a tensor produced later", g.ops_[boost::target(*e, dag)].name));
+  }
+  // Stages contiguous and in chain order within each rollout step.
+  for (std::size_t i = 1; i < g.ops_.size(); ++i) {
+    const Op& a = g.ops_[i - 1];
+    const Op& b = g.ops_[i];
+    if (b.step < a.step || (b.step == a.step && b.stage < a.stage))
+      throw std::logic_error("cost graph: stages out of order at op " + b.name);
+  }
+  return std::move(graph_);
+}
+
+}  // namespace actmem

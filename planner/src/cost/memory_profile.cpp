@@ -1,0 +1,73 @@
+#include "actmem/cost/memory_profile.h"
+
+namespace actmem {
+namespace {
+
+constexpr std::uint32_t bit(int i) { return std::uint32_t{1} << i; }
+
+OpMemoryRule& rule(MemoryProfile& p, OpKind kind) { return p.rules[static_cast<int>(kind)]; }
+
+}  // namespace
+
+MemoryProfile memory_profile(Framework framework, DType dtype, Implementation implementation) {
+  MemoryProfile p;
+  p.framework = framework;
+  // Rules common to both frameworks: the residuals of each op's derivative.
+  rule(p, OpKind::linear).saved_inputs = bit(0);                // x (the weight is a parameter)
+  rule(p, OpKind::silu).saved_inputs = bit(0);                  // x
+  rule(p, OpKind::layer_norm) = {bit(0), bit(1), false, true};  // x, and mean/rstd
+  rule(p, OpKind::concat).grads_alias_output = true;            // backward: slices of the gradient
+  rule(p, OpKind::concat).grads_are_slices = true;
+  rule(p, OpKind::add).grads_alias_output = true;         // backward: the gradient passes through
+  rule(p, OpKind::mse_loss).saved_inputs = bit(0);        // prediction (the target is an input)
+  rule(p, OpKind::next_input).grads_alias_output = true;  // a concat
+  rule(p, OpKind::next_input).grads_are_slices = true;
+  // gather and scatter_add keep only their index (an input); a cast keeps
+  // nothing, and its backward casts the gradient back (a fresh buffer).
+
+  if (framework == Framework::pytorch) {
+    // Measured on torch 1.13 and 2.10 (docs/pytorch-memory-profile.md, tables 1–2).
+    if (implementation == Implementation::deepmind) {
+      // The reference's zeros(N, L).index_add(0, receivers, e) keeps its source e.
+      rule(p, OpKind::scatter_add).saved_inputs = bit(2);
+    } else {
+      // PhysicsNeMo (torch_scatter.scatter) and anemoi (torch_geometric's
+      // scatter) run zeros(N, L).scatter_add_(0, index.expand_as(e), e): in
+      // place into the zeros, keeping only the index; its backward gathers
+      // the gradient into a fresh [E, L] (docs/validation-trainers.md §1).
+      rule(p, OpKind::zeros).output_materialized = false;
+    }
+    rule(p, OpKind::mse_loss).output_sized_like_input = 0;
+    rule(p, OpKind::gather).backward_scratch_copies = 1;
+    p.accumulate_out_of_place = true;
+    p.nested_recompute_keeps_outputs = true;
+    // bfloat16 is torch.autocast: the linears' inputs and the loss are cast
+    // ops of the graph (models/graphcast_builder.cpp); the bfloat16 copies of
+    // the weights are held from their cast in the forward pass to their
+    // linear's backward, all of them at the end of the forward pass
+    // (docs/pytorch-memory-profile.md, "CPU autocast to bfloat16").
+    p.parameter_cast_bytes = dtype == DType::float32 ? 0 : element_bytes(dtype);
+  } else {
+    // XLA:TPU fuses the concat of an MLP's input into the matmul that
+    // consumes it: never materialised, its parts (materialised gathers) are
+    // kept instead, and its gradient is one buffer of its size whose slices
+    // its parts' gradients are (docs/cost-model.md, J1). The first linear's
+    // fusion writes both its output and SiLU's (J2). The scatter accumulates
+    // in place (no zeros buffer).
+    rule(p, OpKind::concat).output_materialized = false;
+    rule(p, OpKind::zeros).output_materialized = false;
+    p.accumulate_out_of_place = false;
+    p.slices_are_views = false;
+    p.nested_recompute_keeps_outputs = false;
+    p.parameter_cast_bytes = dtype == DType::float32 ? 0 : element_bytes(dtype);
+    // Over 95% of its HBM, XLA:TPU recomputes these in the backward pass (J7).
+    p.compiler_remat_limit_fraction = 0.95;
+    p.block_input_gradients_held = dtype == DType::bfloat16;
+    rule(p, OpKind::gather).compiler_recomputable = true;
+    rule(p, OpKind::silu).compiler_recomputable = true;
+    rule(p, OpKind::add).compiler_recomputable = true;
+  }
+  return p;
+}
+
+}  // namespace actmem

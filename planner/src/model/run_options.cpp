@@ -1,0 +1,74 @@
+#include "actmem/model/run_options.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "actmem/util/error.h"
+#include "actmem/util/limits.h"
+#include "actmem/util/suggest.h"
+#include "util/json_fields.h"
+
+namespace actmem {
+namespace {
+
+template <typename Enum, std::size_t N>
+Enum parse_enum(std::string_view text, const std::string& source, const std::pair<const char*, Enum> (&names)[N]) {
+  std::vector<std::string> known;
+  for (const auto& [name, value] : names) {
+    if (text == name) return value;
+    known.emplace_back(name);
+  }
+  throw InputError(
+      source, "",
+      fmt::format("expected one of {}, got '{}'{}", fmt::join(known, ", "), text, did_you_mean(text, known)));
+}
+
+const std::pair<const char*, DType> kDTypes[] = {{"float32", DType::float32}, {"bfloat16", DType::bfloat16}};
+const std::pair<const char*, Framework> kFrameworks[] = {{"pytorch", Framework::pytorch}, {"jax", Framework::jax}};
+const std::pair<const char*, Optimizer> kOptimizers[] = {{"adam", Optimizer::adam}, {"sgd", Optimizer::sgd}};
+
+}  // namespace
+
+int element_bytes(DType dtype) { return dtype == DType::float32 ? 4 : 2; }
+
+std::string to_string(DType dtype) { return dtype == DType::float32 ? "float32" : "bfloat16"; }
+std::string to_string(Framework framework) { return framework == Framework::pytorch ? "pytorch" : "jax"; }
+std::string to_string(Optimizer optimizer) { return optimizer == Optimizer::adam ? "adam" : "sgd"; }
+
+DType parse_dtype(std::string_view text, const std::string& source) { return parse_enum(text, source, kDTypes); }
+Framework parse_framework(std::string_view text, const std::string& source) {
+  return parse_enum(text, source, kFrameworks);
+}
+Optimizer parse_optimizer(std::string_view text, const std::string& source) {
+  return parse_enum(text, source, kOptimizers);
+}
+
+void validate(const RunOptions& run) {
+  if (run.batch < 1 || run.batch > kMaxBatch)
+    throw InputError("--batch", "", fmt::format("expected an integer from 1 to {}, got {}", kMaxBatch, run.batch));
+  if (run.rollout < 1 || run.rollout > kMaxRollout)
+    throw InputError("--rollout", "",
+                     fmt::format("expected an integer from 1 to {}, got {}", kMaxRollout, run.rollout));
+}
+
+nlohmann::json to_json(const RunOptions& run) {
+  return nlohmann::json{{"dtype", to_string(run.dtype)},
+                        {"batch", run.batch},
+                        {"rollout", run.rollout},
+                        {"framework", to_string(run.framework)},
+                        {"optimizer", to_string(run.optimizer)}};
+}
+
+RunOptions run_options_from_json(const nlohmann::json& object, const std::string& source, const std::string& pointer) {
+  const detail::FieldReader in(object, source, pointer);
+  in.reject_unknown_fields({"dtype", "batch", "rollout", "framework", "optimizer"});
+  RunOptions run;
+  run.dtype = parse_dtype(in.string("dtype"), source + ": " + in.pointer_to("dtype"));
+  run.batch = in.positive_int("batch", kMaxBatch);
+  run.rollout = in.positive_int("rollout", kMaxRollout);
+  run.framework = parse_framework(in.string("framework"), source + ": " + in.pointer_to("framework"));
+  run.optimizer = parse_optimizer(in.string("optimizer"), source + ": " + in.pointer_to("optimizer"));
+  return run;
+}
+
+}  // namespace actmem

@@ -1,0 +1,579 @@
+#include "simulate/memory_machine.h"
+
+#include <algorithm>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+namespace actmem::detail {
+
+TensorState::TensorState(std::size_t tensors, bool first_parameter_gradients)
+    : current(tensors, -1),
+      grad(tensors, -1),
+      uses(tensors, 0),
+      produced_in(tensors, -1),
+      block_internal(tensors, 0),
+      block_output(tensors, 0),
+      param_grad_done(tensors, first_parameter_gradients ? 0 : 1) {}
+
+void TensorState::reset(const std::vector<TensorId>& tensors, bool first_parameter_gradients) {
+  for (TensorId t : tensors) {
+    const auto i = static_cast<std::size_t>(t);
+    current[i] = grad[i] = produced_in[i] = -1;
+    uses[i] = 0;
+    block_internal[i] = block_output[i] = 0;
+    param_grad_done[i] = first_parameter_gradients ? 0 : 1;
+  }
+}
+
+MemoryMachine::MemoryMachine(const CostGraph& graph, TensorState* shared)
+    : g_(graph),
+      profile_(memory_profile(graph.run().framework, graph.run().dtype, graph.model().implementation)),
+      own_(shared ? TensorState{} : TensorState(graph.tensors().size(), true)),
+      current_(shared ? shared->current : own_.current),
+      grad_(shared ? shared->grad : own_.grad),
+      uses_(shared ? shared->uses : own_.uses),
+      produced_in_(shared ? shared->produced_in : own_.produced_in),
+      block_internal_(shared ? shared->block_internal : own_.block_internal),
+      block_output_(shared ? shared->block_output : own_.block_output),
+      param_grad_done_(shared ? shared->param_grad_done : own_.param_grad_done) {}
+
+// ---- buffers ----------------------------------------------------------------
+
+int MemoryMachine::allocate(std::int64_t bytes, Category category, int refs, TensorId tensor) {
+  int id;
+  if (!free_slots_.empty()) {
+    id = free_slots_.back();
+    free_slots_.pop_back();
+  } else {
+    id = static_cast<int>(buffers_.size());
+    buffers_.emplace_back();
+  }
+  const bool recomputable = category == kActivations && tensor >= 0 && compiler_recomputable(tensor);
+  buffers_[static_cast<std::size_t>(id)] = {bytes, refs, category, tensor, recomputable};
+  live_[category] += bytes;
+  if (recomputable) live_recomputable_ += bytes;
+  return id;
+}
+
+void MemoryMachine::release(int id) {
+  Buffer& b = buffer(id);
+  if (--b.refs > 0) return;
+  if (b.refs < 0)
+    throw std::logic_error("memory machine: buffer released twice" +
+                           (b.tensor >= 0 ? " (" + tensor(b.tensor).name + ")" : std::string{}));
+  live_[b.category] -= b.bytes;
+  if (b.compiler_recomputable) live_recomputable_ -= b.bytes;
+  free_slots_.push_back(id);
+}
+
+// An activation the compiler may recompute rather than keep: made by an op
+// its rule says is cheap, or by an op that reads only the step's inputs and
+// parameters, which are live throughout (J7).
+bool MemoryMachine::compiler_recomputable(TensorId t) const {
+  if (profile_.compiler_remat_limit_fraction <= 0) return false;
+  const OpId p = g_.producer(t);
+  if (p < 0) return false;
+  const Op& op = g_.op(p);
+  return profile_.rule(op.kind).compiler_recomputable ||
+         std::all_of(op.inputs.begin(), op.inputs.end(), [&](TensorId u) { return g_.producer(u) < 0; });
+}
+
+std::int64_t MemoryMachine::live_compiler_recomputable(const Op* op) const {
+  std::int64_t bytes = live_recomputable_;
+  if (op == nullptr) return bytes;
+  // Sampled at every op: no allocation; an op's few tensors are compared
+  // pairwise so that a buffer it reads twice counts once.
+  const std::span<const TensorId> lists[] = {op->inputs, op->outputs};
+  auto buffer_at = [&](std::size_t list, std::size_t i) { return current_[static_cast<std::size_t>(lists[list][i])]; };
+  for (std::size_t l = 0; l < 2; ++l)
+    for (std::size_t i = 0; i < lists[l].size(); ++i) {
+      const int b = buffer_at(l, i);
+      if (b < 0 || !buffers_[static_cast<std::size_t>(b)].compiler_recomputable) continue;
+      bool seen = false;
+      for (std::size_t m = 0; m <= l && !seen; ++m)
+        for (std::size_t j = 0; j < (m < l ? lists[m].size() : i) && !seen; ++j) seen = buffer_at(m, j) == b;
+      if (!seen) bytes -= buffers_[static_cast<std::size_t>(b)].bytes;
+    }
+  return bytes;
+}
+
+std::vector<PeakBuffer> MemoryMachine::live_buffers() const {
+  static const char* const kNames[] = {"activations", "gradients", "workspace"};
+  std::vector<PeakBuffer> out;
+  for (const Buffer& b : buffers_)
+    if (b.refs > 0) out.push_back({b.tensor >= 0 ? tensor(b.tensor).name : std::string{}, kNames[b.category], b.bytes});
+  std::stable_sort(out.begin(), out.end(), [](const PeakBuffer& a, const PeakBuffer& b) { return a.bytes > b.bytes; });
+  return out;
+}
+
+// References let go by blocks run in bulk, which are never the last.
+void MemoryMachine::drop_references(int id, std::int64_t count) {
+  Buffer& b = buffer(id);
+  if (b.refs <= count) throw std::logic_error("memory machine: an edge block run in bulk would free a buffer");
+  b.refs -= static_cast<int>(count);
+}
+
+// Bytes of a tensor in this execution: inside a block, the tensors the
+// block makes (its output included) have the block's rows.
+std::int64_t MemoryMachine::bytes_of(TensorId t, std::int64_t block_rows) const {
+  const Tensor& x = tensor(t);
+  const bool per_block = block_internal_[static_cast<std::size_t>(t)] || block_output_[static_cast<std::size_t>(t)];
+  return block_rows > 0 && per_block ? block_rows * x.cols * x.element_bytes : x.bytes();
+}
+
+void MemoryMachine::seed_gradients(const Op& op) {
+  if (op.kind == OpKind::mse_loss) grad(op.outputs.front()) = allocate(4, kGradients, 1);
+  if (op.kind == OpKind::next_input && g_.consumers(op.outputs.front()).empty())
+    grad(op.outputs.front()) = allocate(tensor(op.outputs.front()).gradient_bytes(), kGradients, 1);
+}
+
+std::int64_t MemoryMachine::gradient_bytes_of(TensorId t, std::int64_t block_rows) const {
+  const Tensor& x = tensor(t);
+  return x.gradient_element_bytes > 0 ? bytes_of(t, block_rows) / x.element_bytes * x.gradient_element_bytes
+                                      : bytes_of(t, block_rows);
+}
+
+std::int64_t MemoryMachine::output_bytes(const Op& op, const OpMemoryRule& rule, TensorId t,
+                                         std::int64_t block_rows) const {
+  return rule.output_sized_like_input >= 0 && t == op.outputs.front()
+             ? bytes_of(op.inputs[static_cast<std::size_t>(rule.output_sized_like_input)], block_rows)
+             : bytes_of(t, block_rows);
+}
+
+// The share of an edge-update op's rows a block runs (edge-update ops:
+// rows of their edge-shaped output).
+double MemoryMachine::block_scale(const Op& op, std::int64_t block_rows) const {
+  return block_rows > 0 ? static_cast<double>(block_rows) / static_cast<double>(tensor(op.outputs.front()).rows) : 1.0;
+}
+
+// ---- contexts -----------------------------------------------------------------
+
+void MemoryMachine::begin_context(const std::vector<Item>& items) {
+  context_ = ++context_count_;
+  mark_produced(items);
+  count_uses(items, 1);
+}
+
+void MemoryMachine::mark_produced(const std::vector<Item>& items) {
+  for (const Item& item : items) {
+    if (item.kind == Item::Kind::op) {
+      for (TensorId t : g_.op(item.op).outputs) {
+        produced_in_[static_cast<std::size_t>(t)] = context_;
+        uses_[static_cast<std::size_t>(t)] = 0;
+      }
+    } else {
+      mark_produced(item.children);
+    }
+  }
+}
+
+void MemoryMachine::count_uses(const std::vector<Item>& items, std::int64_t repeat) {
+  for (const Item& item : items) {
+    if (item.kind == Item::Kind::op) {
+      for (TensorId t : g_.op(item.op).inputs) {
+        if (produced_in_[static_cast<std::size_t>(t)] != context_) continue;
+        // Block-internal tensors are counted per block instance.
+        uses_[static_cast<std::size_t>(t)] +=
+            static_cast<int>(block_internal_[static_cast<std::size_t>(t)] ? 1 : repeat);
+      }
+      // A hold is one more use (never inside blocks: Op::releases_held).
+      for (TensorId t : g_.op(item.op).releases_held)
+        if (produced_in_[static_cast<std::size_t>(t)] == context_)
+          uses_[static_cast<std::size_t>(t)] += static_cast<int>(repeat);
+    } else if (item.kind == Item::Kind::blocks) {
+      for (TensorId t : item.internal) block_internal_[static_cast<std::size_t>(t)] = 1;
+      block_output_[static_cast<std::size_t>(item.output)] = 1;
+      count_uses(item.children, repeat * static_cast<std::int64_t>(item.block_rows.size()));
+    } else {
+      count_uses(item.children, repeat);
+    }
+  }
+}
+
+// ---- forward ------------------------------------------------------------------
+
+void MemoryMachine::forward(const std::vector<Item>& items, bool saving, std::int64_t block_rows, int block,
+                            Pass pass) {
+  for (const Item& item : items) {
+    switch (item.kind) {
+      case Item::Kind::op: forward_op(item.op, saving, block_rows, block, pass); break;
+      case Item::Kind::region:
+        keep_inputs(saving, item.external_inputs);
+        forward(item.children, false, block_rows, block, pass);
+        break;
+      case Item::Kind::blocks: forward_blocks(item, saving, pass); break;
+    }
+  }
+}
+
+void MemoryMachine::keep_inputs(bool saving, const std::vector<TensorId>& inputs, std::int64_t blocks) {
+  if (!saving) return;
+  Kept kept{{}, blocks};
+  for (TensorId t : inputs) {
+    const int b = current(t);
+    if (b < 0) continue;
+    buffer(b).refs += static_cast<int>(blocks);
+    kept.buffers.push_back(b);
+  }
+  kept_inputs_.push_back(std::move(kept));
+}
+
+// `blocks` checkpoint executions' kept inputs let go, innermost first; by
+// blocks run in bulk (`skipped`) they are never the last references.
+void MemoryMachine::release_kept(std::int64_t blocks, bool skipped) {
+  while (blocks > 0) {
+    Kept& k = kept_inputs_.back();
+    const std::int64_t n = std::min(blocks, k.blocks);
+    for (int b : k.buffers) {
+      if (skipped) {
+        drop_references(b, n);
+      } else {
+        for (std::int64_t i = 0; i < n; ++i) release(b);
+      }
+    }
+    k.blocks -= n;
+    blocks -= n;
+    if (k.blocks == 0) kept_inputs_.pop_back();
+  }
+}
+
+void MemoryMachine::forward_op(OpId id, bool saving, std::int64_t block_rows, int block, Pass pass) {
+  const Op& op = g_.op(id);
+  const OpMemoryRule& rule = profile_.rule(op.kind);
+  on_forward(op, block_scale(op, block_rows), pass);
+  for (TensorId t : op.outputs) {
+    // In a block, the edge update's output is held for the concat of blocks.
+    const bool block_output = collecting_block_output_ && !block_internal_[static_cast<std::size_t>(t)];
+    const int refs = block_output ? 1 : uses_[static_cast<std::size_t>(t)];
+    current(t) =
+        rule.output_materialized ? allocate(output_bytes(op, rule, t, block_rows), kActivations, refs + 1, t) : -1;
+  }
+  sample_op(pass, op, block);
+  if (saving) {
+    std::vector<int> saved;
+    for (std::size_t i = 0; i < op.inputs.size(); ++i)
+      if (rule.saved_inputs & (1u << i)) save(op.inputs[i], saved);
+    for (std::size_t i = 0; i < op.outputs.size(); ++i)
+      if (rule.saved_outputs & (1u << i)) save(op.outputs[i], saved);
+    saved_.push_back(std::move(saved));
+  }
+  // A fused op reads its inputs when its consumer runs (release_input()).
+  if (rule.output_materialized)
+    for (TensorId t : op.inputs) release_input(t);
+  release_holds(op);
+  // The caller holds each loss until the backward pass starts from it (a
+  // recomputed loss is not handed to the caller).
+  if (op.kind == OpKind::mse_loss && pass != Pass::recompute && current(op.outputs.front()) >= 0) {
+    retain(current(op.outputs.front()));
+    losses_.push_back(current(op.outputs.front()));
+  }
+  // The +1 taken at allocation: outputs nobody holds die now.
+  for (TensorId t : op.outputs)
+    if (current(t) >= 0) release(current(t));
+}
+
+// One use of an op's input is over. A fused input was never materialised:
+// its producer's inputs are read now, inside the consumer's kernel.
+void MemoryMachine::release_input(TensorId t) {
+  if (made_fused(t)) {
+    for (TensorId u : g_.op(g_.producer(t)).inputs) release_input(u);
+    return;
+  }
+  if (!made_here(t) || current(t) < 0) return;
+  if (!block_internal_[static_cast<std::size_t>(t)]) --uses_[static_cast<std::size_t>(t)];
+  release(current(t));
+}
+
+// The holds that end with `op` (Op::releases_held) let go of their tensors
+// made in this execution. A held tensor the profile fuses has no buffer to
+// hold: its producer's inputs are released by its consumer as always.
+void MemoryMachine::release_holds(const Op& op) {
+  for (TensorId t : op.releases_held) {
+    if (!made_here(t)) continue;
+    --uses_[static_cast<std::size_t>(t)];
+    if (current(t) >= 0 && !made_fused(t)) release(current(t));
+  }
+}
+
+// Keeps t for the backward pass; a fused t is recomputed there from its
+// producer's inputs, so those are kept instead.
+void MemoryMachine::save(TensorId t, std::vector<int>& saved) {
+  if (made_fused(t)) {
+    for (TensorId u : g_.op(g_.producer(t)).inputs) save(u, saved);
+    return;
+  }
+  const int b = current(t);
+  if (b < 0 || tensor(t).role != TensorRole::activation) return;
+  retain(b);
+  saved.push_back(b);
+}
+
+// B blocks, each a checkpoint over the edge update, then the concat.
+//
+// Blocks of equal rows run alike, so most of them need not run op by op:
+// - Forward: a block adds its output chunk, held for the concat, and uses
+//   its inputs once more; inputs are freed at their last use, in the last
+//   block. So a block followed by a block of the same rows that is not the
+//   last peaks lower than that one: only what it leaves behind is applied
+//   (skip_forward_blocks()), and its compute is accounted.
+// - Backward (last block first): the first block creates the gradient
+//   accumulators and the parameter gradients, the last may free the kept
+//   inputs, and every block between leaves memory as it found it, peaking
+//   alike for equal rows. So of a run of equal middle blocks the first runs
+//   and the others only let go of their kept inputs and repeat its compute.
+// tests/simulator_test.cpp checks bulk runs against block-by-block ones.
+void MemoryMachine::forward_blocks(const Item& item, bool saving, Pass pass) {
+  std::vector<int> outputs;
+  const std::vector<std::int64_t>& rows = item.block_rows;
+  auto skippable = [&](std::size_t b) { return bulk_equal_blocks_ && b + 2 < rows.size() && rows[b + 1] == rows[b]; };
+  for (std::size_t b = 0; b < rows.size();) {
+    if (skippable(b)) {
+      std::size_t end = b;  // blocks b..end-1, all of rows[b]
+      while (skippable(end)) ++end;
+      const auto count = static_cast<std::int64_t>(end - b);
+      keep_inputs(saving, item.external_inputs, count);
+      outputs.push_back(skip_forward_blocks(item, rows[b], count, pass));
+      b = end;
+      continue;
+    }
+    keep_inputs(saving, item.external_inputs);
+    collecting_block_output_ = true;
+    forward(item.children, false, rows[b], static_cast<int>(b), pass);
+    collecting_block_output_ = false;
+    outputs.push_back(current(item.output));  // held (one reference) until the concat
+    ++b;
+  }
+  const Tensor& out = tensor(item.output);
+  current(item.output) = allocate(out.bytes(), kActivations, uses_[static_cast<std::size_t>(item.output)] + 1);
+  sample_concat(pass, item);
+  for (int b : outputs)
+    if (b >= 0) release(b);
+  release(current(item.output));
+}
+
+// What `count` blocks' ops leave behind, without running them: their
+// output chunks (as one buffer), and `count` uses of each input made in
+// this context (never the last: that is in the last block).
+int MemoryMachine::skip_forward_blocks(const Item& item, std::int64_t block_rows, std::int64_t count, Pass pass) {
+  int chunks = -1;
+  for (const Item& child : item.children) {
+    const Op& op = g_.op(child.op);
+    on_forward(op, block_scale(op, block_rows) * static_cast<double>(count), pass);
+    for (TensorId t : op.inputs) {
+      if (!made_here(t) || current(t) < 0 || block_internal_[static_cast<std::size_t>(t)]) continue;
+      uses_[static_cast<std::size_t>(t)] -= static_cast<int>(count);
+      drop_references(current(t), count);
+    }
+    if (std::find(op.outputs.begin(), op.outputs.end(), item.output) != op.outputs.end()) {
+      const OpMemoryRule& rule = profile_.rule(op.kind);
+      if (rule.output_materialized)
+        chunks = allocate(count * output_bytes(op, rule, item.output, block_rows), kActivations, 1, item.output);
+    }
+  }
+  current(item.output) = chunks;
+  return chunks;
+}
+
+// ---- backward -----------------------------------------------------------------
+
+void MemoryMachine::backward(const std::vector<Item>& items, std::int64_t block_rows, int block) {
+  for (auto it = items.rbegin(); it != items.rend(); ++it) {
+    const Item& item = *it;
+    switch (item.kind) {
+      case Item::Kind::op: backward_op(item.op, block_rows, block); break;
+      case Item::Kind::region: backward_region(item, 0, block); break;
+      case Item::Kind::blocks: backward_blocks(item); break;
+    }
+  }
+}
+
+// Recompute the region's forward keeping what backward needs, then
+// differentiate through it; finally let go of what it kept. Saved tensors
+// are freed one by one as their backward ops run.
+void MemoryMachine::backward_region(const Item& item, std::int64_t block_rows, int block) {
+  const int saved_context = context_;
+  begin_context(item.children);
+  // A nested (reentrant) checkpoint holds its recomputed outputs through
+  // its own backward: one extra use that no op consumes.
+  const bool hold_outputs = region_depth_ > 0 && profile_.nested_recompute_keeps_outputs;
+  if (hold_outputs)
+    for (TensorId t : item.outputs)
+      if (made_here(t)) ++uses_[static_cast<std::size_t>(t)];
+  forward(item.children, /*saving=*/true, block_rows, block, Pass::recompute);
+  std::vector<int> held_outputs;
+  if (hold_outputs)
+    for (TensorId t : item.outputs)
+      if (made_here(t) && current(t) >= 0) held_outputs.push_back(current(t));
+  context_ = saved_context;
+  ++region_depth_;
+  backward(item.children, block_rows, block);
+  --region_depth_;
+  for (int b : held_outputs) release(b);
+  release_kept(1, /*skipped=*/false);
+}
+
+void MemoryMachine::backward_blocks(const Item& item) {
+  // The concat's backward hands each block a view of the output gradient.
+  const int g = grad(item.output);
+  grad(item.output) = -1;
+  const std::vector<std::int64_t>& rows = item.block_rows;
+  // Block b + 1 is a middle block of the same rows, just run: b runs alike.
+  auto skippable = [&](std::size_t b) {
+    return bulk_equal_blocks_ && b > 0 && b + 2 < rows.size() && rows[b + 1] == rows[b];
+  };
+  // Held input gradients of these blocks start here; what block b + 1
+  // held, skipped blocks of its rows hold alike.
+  const std::size_t held_from = held_block_gradients_.size();
+  std::int64_t held_by_last_block = 0;
+  for (std::size_t b = rows.size(); b-- > 0;) {
+    if (skippable(b)) {
+      std::size_t first = b;  // blocks first..b
+      while (skippable(first - 1)) --first;
+      const auto count = static_cast<std::int64_t>(b - first + 1);
+      release_kept(count, /*skipped=*/true);
+      if (held_by_last_block > 0)
+        held_block_gradients_.push_back(allocate(count * held_by_last_block, kGradients, 1, item.output));
+      repeat_block_cost(count);
+      b = first;
+      continue;
+    }
+    mark_block_cost();
+    if (g >= 0) retain(g);
+    grad(item.output) = g;
+    const std::size_t held_before = held_block_gradients_.size();
+    backward_region(item, rows[b], static_cast<int>(b));
+    held_by_last_block = 0;
+    for (std::size_t i = held_before; i < held_block_gradients_.size(); ++i)
+      held_by_last_block += buffer(held_block_gradients_[i]).bytes;
+    if (grad(item.output) >= 0) release(grad(item.output));
+    grad(item.output) = -1;
+  }
+  if (g >= 0) release(g);
+  for (std::size_t i = held_from; i < held_block_gradients_.size(); ++i) release(held_block_gradients_[i]);
+  held_block_gradients_.resize(held_from);
+}
+
+void MemoryMachine::backward_op(OpId id, std::int64_t block_rows, int block) {
+  const Op& op = g_.op(id);
+  const OpMemoryRule& rule = profile_.rule(op.kind);
+  std::vector<int> saved = std::move(saved_.back());
+  saved_.pop_back();
+  bool any_grad = false;
+  for (TensorId t : op.outputs) any_grad = any_grad || grad(t) >= 0;
+  if (any_grad) {
+    on_backward(op, block_scale(op, block_rows));
+    std::int64_t transient = 0;
+    contributions_.clear();
+    for (TensorId t : op.inputs) transient += input_gradient(op, rule, t, block_rows);
+    if (rule.backward_scratch_copies > 0)
+      transient += rule.backward_scratch_copies * bytes_of(op.inputs.front(), block_rows);
+    live_[kWorkspace] += transient;
+    sample_op(Pass::backward, op, block);
+    live_[kWorkspace] -= transient;
+    for (const Contribution& c : contributions_) accumulate(c.tensor, c.buffer, c.sliced);
+  }
+  for (TensorId t : op.outputs) {
+    if (grad(t) >= 0) release(grad(t));
+    grad(t) = -1;
+  }
+  for (int b : saved) release(b);
+}
+
+// The gradient of one input of `op` (rule: op's): a parameter gradient, or
+// a contribution to an activation's gradient (contributions_). Returns the
+// bytes alive only inside the op (a parameter gradient being summed).
+std::int64_t MemoryMachine::input_gradient(const Op& op, const OpMemoryRule& rule, TensorId t,
+                                           std::int64_t block_rows) {
+  const Tensor& x = tensor(t);
+  if (!x.requires_grad) return 0;
+  if (x.role == TensorRole::parameter) {
+    if (!param_grad_done_[static_cast<std::size_t>(t)]) {
+      param_grad_done_[static_cast<std::size_t>(t)] = 1;
+      allocate(x.bytes(), kGradients, 1, t);  // resident until the optimizer step
+      return 0;
+    }
+    // Computed, then summed: in place (XLA), or out of place with old, new
+    // and sum alive together (PyTorch).
+    return x.bytes() * (profile_.accumulate_out_of_place ? 2 : 1);
+  }
+  // A fused input was never materialised. A fused concat's gradient is one
+  // buffer of its size, and its parts' gradients are slices of it, read
+  // where they are consumed; through any other fused producer the kernel
+  // hands gradients to the producer's inputs directly.
+  if (made_fused(t)) {
+    const Op& producer = g_.op(g_.producer(t));
+    const OpMemoryRule& producer_rule = profile_.rule(producer.kind);
+    if (!producer_rule.grads_are_slices) {
+      std::int64_t transient = 0;
+      for (TensorId u : producer.inputs) transient += input_gradient(producer, producer_rule, u, block_rows);
+      return transient;
+    }
+    const int whole = allocate(gradient_bytes_of(t, block_rows), kGradients, 1, t);
+    if (block_rows > 0 && profile_.block_input_gradients_held) {
+      retain(whole);
+      held_block_gradients_.push_back(whole);
+    }
+    for (TensorId u : producer.inputs) {
+      if (!tensor(u).requires_grad) continue;
+      retain(whole);
+      contributions_.push_back({u, whole, block_rows > 0 && !block_internal_[static_cast<std::size_t>(u)]});
+    }
+    release(whole);
+    return 0;
+  }
+  // A slice of the output's gradient is a view of it (PyTorch), or, where
+  // slices are copies (XLA), a buffer of its own.
+  const bool alias = rule.grads_alias_output && (!rule.grads_are_slices || profile_.slices_are_views);
+  // A block's slice of a whole tensor (the edge latent it reads).
+  const bool sliced = block_rows > 0 && rule.grads_are_slices && !block_internal_[static_cast<std::size_t>(t)];
+  int c;
+  if (alias) {
+    c = grad(op.outputs.front());
+    if (c < 0) return 0;
+    retain(c);
+  } else {
+    c = allocate(sliced ? block_rows * x.cols * x.element_bytes : gradient_bytes_of(t, block_rows), kGradients, 1, t);
+  }
+  contributions_.push_back({t, c, sliced});
+  return 0;
+}
+
+// True when t's producer is fused into its consumer (no buffer of its own).
+bool MemoryMachine::made_fused(TensorId t) const {
+  const OpId p = g_.producer(t);
+  return p >= 0 && !profile_.rule(g_.op(p).kind).output_materialized;
+}
+
+// Adds a gradient contribution into the tensor's gradient buffer.
+void MemoryMachine::accumulate(TensorId t, int c, bool sliced) {
+  // A block's slice of a whole tensor: its backward pads the gradient to
+  // the full tensor (a fresh buffer), unless XLA adds it in place into an
+  // existing gradient.
+  if (sliced && !profile_.accumulate_out_of_place && grad(t) >= 0) {
+    release(c);
+    return;
+  }
+  if (sliced) {
+    const int full = allocate(tensor(t).gradient_bytes(), kGradients, 1, t);
+    sample_transient();
+    release(c);
+    c = full;
+  }
+  int& b = grad(t);
+  if (b < 0) {
+    b = c;
+    return;
+  }
+  if (!profile_.accumulate_out_of_place) {
+    release(c);
+    return;
+  }
+  const int sum = allocate(tensor(t).gradient_bytes(), kGradients, 1, t);
+  sample_transient();
+  release(b);
+  release(c);
+  b = sum;
+}
+
+}  // namespace actmem::detail

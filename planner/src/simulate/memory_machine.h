@@ -1,0 +1,174 @@
+#pragma once
+// The memory rules of a training step, op by op (docs/cost-model.md): one
+// engine that both the simulator (a whole step, simulator.cpp) and the
+// solver's stage replay (one stage in a checkpoint context,
+// solver_replay.cpp) run, so the two cannot drift apart.
+//
+// It executes schedule items (schedule.h) forward and backward over
+// reference-counted buffers: a tensor's buffer is freed when its last
+// holder lets go (a forward consumer still to run in the context that made
+// it, an op that saved it, a checkpoint that keeps it, a gradient that
+// aliases it). Gradients are allocated and accumulated by the framework's
+// rules (memory_profile.h). What a user of the engine adds, it adds through
+// the hooks: the simulator accounts time and records where the peak is;
+// the replay only needs the peak.
+
+#include <cstdint>
+#include <vector>
+
+#include "actmem/cost/cost_graph.h"
+#include "actmem/cost/memory_profile.h"
+#include "actmem/simulate/report.h"
+#include "simulate/schedule.h"
+
+namespace actmem::detail {
+
+enum Category { kActivations, kGradients, kWorkspace, kCategories };
+
+// The machine's state per tensor of the graph. A fresh one is what a step
+// starts from; one stage's replay reads and writes only the entries of its
+// own ops' tensors, so a replay resets those (reset()) and reuses the rest.
+struct TensorState {
+  TensorState() = default;
+  TensorState(std::size_t tensors, bool first_parameter_gradients);
+  void reset(const std::vector<TensorId>& tensors, bool first_parameter_gradients);
+  std::vector<int> current, grad, uses, produced_in;
+  std::vector<char> block_internal, block_output, param_grad_done;
+};
+
+class MemoryMachine {
+ public:
+  // On `shared` (entries reset by the caller), or on a fresh state of its own.
+  explicit MemoryMachine(const CostGraph& graph, TensorState* shared = nullptr);
+  MemoryMachine(const MemoryMachine&) = delete;
+  MemoryMachine& operator=(const MemoryMachine&) = delete;
+  virtual ~MemoryMachine() = default;
+
+ protected:
+  // One allocation. `refs` counts its holders; it is freed at 0.
+  struct Buffer {
+    std::int64_t bytes = 0;
+    int refs = 0;
+    Category category = kActivations;
+    TensorId tensor = -1;                // what it holds or is the gradient of, for diagnostics (-1: scratch)
+    bool compiler_recomputable = false;  // an activation the compiler may recompute (OpMemoryRule)
+  };
+
+  // ---- hooks ----
+  // An op's forward (or recomputation) ran over `scale` of its rows (a
+  // block's share; scale may cover several equal blocks at once), and an
+  // op's backward.
+  virtual void on_forward(const Op& op, double scale, Pass pass) = 0;
+  virtual void on_backward(const Op& op, double scale) = 0;
+  // Memory as it stands inside an op (its outputs, or its gradients and
+  // scratch, allocated), inside the concat of an edge update's blocks, and
+  // at a transient within the op last sampled (a gradient sum).
+  virtual void sample_op(Pass pass, const Op& op, int block) = 0;
+  virtual void sample_concat(Pass pass, const Item& blocks) = 0;
+  virtual void sample_transient() = 0;
+  // The compute cost of the block just replayed, repeated for `count`
+  // equal blocks that were not (a simulator accounts their time here).
+  virtual void mark_block_cost() {}
+  virtual void repeat_block_cost(std::int64_t /*count*/) {}
+
+  // ---- buffers ----
+  int allocate(std::int64_t bytes, Category category, int refs, TensorId tensor = -1);
+  Buffer& buffer(int id) { return buffers_[static_cast<std::size_t>(id)]; }
+  void release(int id);
+  void retain(int id) { ++buffer(id).refs; }
+  std::int64_t live() const { return live_[kActivations] + live_[kGradients] + live_[kWorkspace]; }
+  // Of live(): activations the compiler may recompute, less those `op`
+  // reads or writes now (it cannot do without them).
+  std::int64_t live_compiler_recomputable(const Op* op) const;
+  // Every live buffer, largest first (diagnostics).
+  std::vector<PeakBuffer> live_buffers() const;
+
+  int& current(TensorId t) { return current_[static_cast<std::size_t>(t)]; }
+  int& grad(TensorId t) { return grad_[static_cast<std::size_t>(t)]; }
+  const Tensor& tensor(TensorId t) const { return g_.tensor(t); }
+
+  // ---- contexts ----
+  // A context is one forward execution of a list of items: the whole step,
+  // or the recomputation of one region or block. uses_ counts, for tensors
+  // made in the context, the consumers in it still to run; for
+  // block-internal tensors it is the (constant) count per block instance.
+  void begin_context(const std::vector<Item>& items);
+  void mark_produced(const std::vector<Item>& items);
+  void count_uses(const std::vector<Item>& items, std::int64_t repeat);
+  bool made_here(TensorId t) const { return produced_in_[static_cast<std::size_t>(t)] == context_; }
+
+  // ---- execution ----
+  // `saving`: ops keep what the framework keeps for backward (false inside
+  // a checkpoint during the forward pass).
+  void forward(const std::vector<Item>& items, bool saving, std::int64_t block_rows, int block, Pass pass);
+  void backward(const std::vector<Item>& items, std::int64_t block_rows, int block);
+  // A checkpoint keeps its inputs until its backward, from the execution at
+  // the saving level: the forward pass for top-level regions, the parent's
+  // recomputation for nested ones.
+  void keep_inputs(bool saving, const std::vector<TensorId>& inputs, std::int64_t blocks = 1);
+  // The backward pass's seeds an op gives, before any backward runs:
+  // d(loss)/d(loss) = 1 for a step's loss, and the zero cotangent of a carry
+  // that nothing reads (the one JAX's scan computes at its last step and
+  // discards), which XLA's backward loop holds as its state (docs/cost-model.md J9).
+  void seed_gradients(const Op& op);
+
+  const CostGraph& g_;
+  const MemoryProfile profile_;
+  std::int64_t live_[kCategories] = {0, 0, 0};
+  std::int64_t live_recomputable_ = 0;
+  TensorState own_;
+  std::vector<int>&current_, &grad_, &uses_, &produced_in_;
+  std::vector<char>&block_internal_, &block_output_, &param_grad_done_;
+  std::vector<int> losses_;  // held by the caller until backward
+  int context_ = 0;
+  int context_count_ = 0;
+  int region_depth_ = 0;  // regions whose backward is under way
+  // Equal edge blocks are run in bulk (forward_blocks()); off: every block
+  // runs op by op (a timeline wants a row per op).
+  bool bulk_equal_blocks_ = true;
+
+ private:
+  std::int64_t bytes_of(TensorId t, std::int64_t block_rows) const;
+  std::int64_t gradient_bytes_of(TensorId t, std::int64_t block_rows) const;
+  std::int64_t output_bytes(const Op& op, const OpMemoryRule& rule, TensorId t, std::int64_t block_rows) const;
+  double block_scale(const Op& op, std::int64_t block_rows) const;
+  void forward_op(OpId id, bool saving, std::int64_t block_rows, int block, Pass pass);
+  void save(TensorId t, std::vector<int>& saved);
+  void release_input(TensorId t);
+  void release_holds(const Op& op);
+  std::int64_t input_gradient(const Op& op, const OpMemoryRule& rule, TensorId t, std::int64_t block_rows);
+  void forward_blocks(const Item& item, bool saving, Pass pass);
+  int skip_forward_blocks(const Item& item, std::int64_t block_rows, std::int64_t count, Pass pass);
+  void backward_region(const Item& item, std::int64_t block_rows, int block);
+  void backward_blocks(const Item& item);
+  void backward_op(OpId id, std::int64_t block_rows, int block);
+  bool made_fused(TensorId t) const;
+  bool compiler_recomputable(TensorId t) const;
+  void accumulate(TensorId t, int c, bool sliced);
+  void release_kept(std::int64_t blocks, bool skipped);
+  void drop_references(int id, std::int64_t count);
+
+  std::vector<Buffer> buffers_;
+  std::vector<int> free_slots_;
+  std::vector<std::vector<int>> saved_;  // per saving op execution, in forward order
+  // Inputs kept by checkpoint executions, in forward order: the buffers,
+  // and for how many equal blocks (one reference each).
+  struct Kept {
+    std::vector<int> buffers;
+    std::int64_t blocks = 1;
+  };
+  std::vector<Kept> kept_inputs_;
+  // Blocks' input gradients held until the blocks' backward is done
+  // (MemoryProfile::block_input_gradients_held), innermost blocks last.
+  std::vector<int> held_block_gradients_;
+  bool collecting_block_output_ = false;
+  // Contributions of one op's backward (scratch, reused).
+  struct Contribution {
+    TensorId tensor;
+    int buffer;
+    bool sliced;
+  };
+  std::vector<Contribution> contributions_;
+};
+
+}  // namespace actmem::detail

@@ -1,0 +1,211 @@
+#include "actmem/simulate/simulator.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "actmem/util/error.h"
+#include "actmem/util/limits.h"
+
+#include "simulate/memory_machine.h"
+#include "simulate/schedule.h"
+#include "simulate/step_costs.h"
+
+namespace actmem {
+namespace {
+
+using detail::kActivations;
+using detail::kGradients;
+using detail::kWorkspace;
+
+// A whole training step on the memory machine, with the step time (a
+// roofline per op) and where the peak is.
+class Simulation : detail::MemoryMachine {
+ public:
+  // `capture_at`: the number of the sample (counted from 1) at which to
+  // list the live buffers, or 0.
+  Simulation(const CostGraph& graph, const Device& device, const Plan& plan, const SimulationOptions& options,
+             std::int64_t capture_at = 0)
+      : MemoryMachine(graph),
+        device_(device),
+        schedule_(build_schedule(graph, plan)),
+        options_(options),
+        capture_at_(capture_at),
+        memory_modelled_(memory_modelled(graph.run(), plan)) {
+    flops_per_s_ = detail::flops_per_second(graph.run(), device);
+    static_ = detail::static_breakdown(graph, device, profile_);
+    // A timeline has a row per op of every block.
+    bulk_equal_blocks_ = !options.record_timeline;
+  }
+
+  Report run(std::int64_t budget_bytes) {
+    Report r;
+    r.budget_bytes = budget_bytes;
+
+    begin_context(schedule_.items);
+    forward(schedule_.items, /*saving=*/true, 0, -1, Pass::forward);
+    r.activation_bytes_after_forward = live_[kActivations];
+    r.forward_peak_bytes = static_.total() + peak_dynamic_;
+
+    // Backward starts from d(loss)/d(loss) = 1 for every rollout step's loss
+    // (and, in a scanned rollout, the discarded carry's zero cotangent).
+    for (const Op& op : g_.ops()) seed_gradients(op);
+    for (int b : losses_) release(b);
+    backward(schedule_.items, 0, -1);
+    phase_peak_dynamic_ = peak_dynamic_;
+
+    // Optimizer step: parameter gradients are all resident; updates in place.
+    sample(Pass::optimizer, -1, -1, "optimizer");
+    cost_.time_s += static_cast<double>(g_.parameter_bytes()) * (g_.run().optimizer == Optimizer::adam ? 7.0 : 3.0) /
+                    device_.bandwidth_bytes_per_s;
+
+    r.peak_dynamic_bytes = phase_peak_dynamic_;
+    r.breakdown = peak_breakdown_;
+    r.peak_bytes = peak_breakdown_.total();
+    r.peak_at = peak_at_;
+    r.compiler_floor_bytes = static_.total() + floor_dynamic_;
+    r.memory_modelled = memory_modelled_;
+    r.fits = r.memory_modelled &&
+             (r.peak_bytes <= budget_bytes || r.compiler_floor_bytes <= compiler_remat_limit(budget_bytes));
+    r.forward_flops = cost_.forward_flops;
+    r.backward_flops = cost_.backward_flops;
+    r.recompute_flops = cost_.recompute_flops;
+    r.step_time_s = cost_.time_s;
+    r.timeline = std::move(timeline_);
+    r.live_at_peak = std::move(peak_buffers_);
+    return r;
+  }
+  // The number of the sample that set the peak (after run()).
+  std::int64_t peak_sample() const { return peak_sample_; }
+
+ private:
+  // The peak the compiler rematerialises a program down to when it is over
+  // it, and compiles it if it gets there (XLA:TPU: 95% of the memory it has
+  // for programs, docs/cost-model.md J7); without compiler
+  // rematerialisation, no more than the budget.
+  std::int64_t compiler_remat_limit(std::int64_t budget_bytes) const {
+    if (profile_.compiler_remat_limit_fraction <= 0) return -1;
+    const auto programs = static_cast<double>(budget_bytes - static_.reserved);
+    return static_.reserved + static_cast<std::int64_t>(profile_.compiler_remat_limit_fraction * programs);
+  }
+
+  // ---- accounting ------------------------------------------------------------
+  double op_bytes(const Op& op) const { return detail::bytes_moved(g_, op); }
+  double roofline(double flops, double bytes) const { return detail::roofline_s(flops, bytes, flops_per_s_, device_); }
+  void on_forward(const Op& op, double scale, Pass pass) override {
+    const double flops = op.forward_flops * scale;
+    (pass == Pass::recompute ? cost_.recompute_flops : cost_.forward_flops) += flops;
+    cost_.time_s += roofline(flops, op_bytes(op) * scale);
+  }
+  void on_backward(const Op& op, double scale) override {
+    const double flops = op.backward_flops * scale;
+    cost_.backward_flops += flops;
+    cost_.time_s += roofline(flops, 2.0 * op_bytes(op) * scale);
+  }
+  void mark_block_cost() override { block_mark_ = cost_; }
+  void repeat_block_cost(std::int64_t count) override {
+    const auto n = static_cast<double>(count);
+    cost_.forward_flops += n * (cost_.forward_flops - block_mark_.forward_flops);
+    cost_.backward_flops += n * (cost_.backward_flops - block_mark_.backward_flops);
+    cost_.recompute_flops += n * (cost_.recompute_flops - block_mark_.recompute_flops);
+    cost_.time_s += n * (cost_.time_s - block_mark_.time_s);
+  }
+
+  MemoryBreakdown live_breakdown() const {
+    MemoryBreakdown b = static_;
+    b.activations = live_[kActivations];
+    b.gradients = live_[kGradients];
+    b.workspace += live_[kWorkspace];
+    return b;
+  }
+
+  void sample_op(Pass pass, const Op& op, int block) override { sample(pass, op.step, block, op.name, op.stage, &op); }
+  void sample_concat(Pass pass, const Item& item) override {
+    const Op& first = g_.op(item.first_op);
+    sample(pass, first.step, -1, item.name + ".concat_blocks", first.stage);
+  }
+
+  // Records the live total at a point of the step: the peak, and a
+  // timeline row when asked for.
+  void sample(Pass pass, int step, int block, const std::string& op, int stage = -1, const Op* running = nullptr) {
+    ++samples_;
+    at_ = {pass, step < 0 ? 0 : step, stage < 0 ? std::string{"optimizer"} : g_.stage_name(stage), op, block};
+    const std::int64_t dynamic = live_[kActivations] + live_[kGradients] + live_[kWorkspace];
+    floor_dynamic_ = std::max(floor_dynamic_, dynamic - live_compiler_recomputable(running));
+    if (pass != Pass::optimizer) peak_dynamic_ = std::max(peak_dynamic_, dynamic);
+    if (dynamic > peak_total_dynamic_) new_peak(dynamic);
+    if (options_.record_timeline) record(live_breakdown());
+  }
+  void record(const MemoryBreakdown& live) {
+    if (timeline_.size() >= static_cast<std::size_t>(kMaxTimelineRows))
+      throw InputError("--timeline", "",
+                       fmt::format("the timeline would have more than {} rows (one per op run); simulate fewer edge "
+                                   "blocks or a shorter rollout",
+                                   kMaxTimelineRows));
+    timeline_.push_back({at_, live});
+  }
+  // A transient inside the op last sampled (a gradient sum): counts for the
+  // peak, not as a timeline row.
+  void sample_transient() override {
+    ++samples_;
+    const std::int64_t dynamic = live_[kActivations] + live_[kGradients] + live_[kWorkspace];
+    floor_dynamic_ = std::max(floor_dynamic_, dynamic - live_compiler_recomputable(nullptr));
+    peak_dynamic_ = std::max(peak_dynamic_, dynamic);
+    if (dynamic > peak_total_dynamic_) new_peak(dynamic);
+  }
+  void new_peak(std::int64_t dynamic) {
+    peak_total_dynamic_ = dynamic;
+    peak_breakdown_ = live_breakdown();
+    peak_at_ = at_;
+    peak_sample_ = samples_;
+    if (samples_ == capture_at_) peak_buffers_ = live_buffers();
+  }
+
+  const Device& device_;
+  Schedule schedule_;
+  SimulationOptions options_;
+  std::int64_t capture_at_ = 0, samples_ = 0, peak_sample_ = 0;
+  double flops_per_s_ = 1;
+
+  MemoryBreakdown static_;
+  std::int64_t peak_dynamic_ = 0, phase_peak_dynamic_ = 0, peak_total_dynamic_ = -1;
+  std::int64_t floor_dynamic_ = 0;  // the peak without what the compiler may recompute
+  MemoryBreakdown peak_breakdown_;
+  StepLocation peak_at_, at_;
+  std::vector<TimelinePoint> timeline_;
+  std::vector<PeakBuffer> peak_buffers_;
+  struct Cost {
+    double forward_flops = 0, backward_flops = 0, recompute_flops = 0, time_s = 0;
+  };
+  Cost cost_, block_mark_;
+  bool memory_modelled_;
+};
+
+}  // namespace
+
+bool memory_modelled(const RunOptions& run, const Plan& plan) {
+  return run.framework != Framework::jax || run.rollout == 1 || plan.step_checkpoint;
+}
+
+Report simulate(const CostGraph& graph, const Device& device, std::int64_t budget_bytes, const Plan& plan,
+                const SimulationOptions& options) {
+  validate(plan, graph.stages(), edges_per_stage(graph));
+  if (!options.record_peak_buffers) return Simulation(graph, device, plan, options).run(budget_bytes);
+  // The peak rises at most samples, and listing the live buffers at each
+  // rise cost O(ops²) (100 s at GraphCast rollout 100): the first run finds
+  // the sample of the peak, the second, the same run, lists the buffers there.
+  Simulation first(graph, device, plan, options);
+  first.run(budget_bytes);
+  return Simulation(graph, device, plan, options, first.peak_sample()).run(budget_bytes);
+}
+
+std::vector<std::int64_t> edges_per_stage(const CostGraph& graph) {
+  const ModelDescription& m = graph.model();
+  std::vector<std::int64_t> edges(graph.stages().size(), 0);
+  edges.front() = m.grid2mesh_edges;
+  for (std::size_t s = 2; s + 1 < edges.size(); ++s) edges[s] = m.mesh_edges;
+  edges.back() = m.mesh2grid_edges;
+  return edges;
+}
+
+}  // namespace actmem

@@ -1,0 +1,114 @@
+#include "solve/inner_region_program.h"
+
+#include <tuple>
+#include <utility>
+
+namespace actmem::detail {
+
+const std::vector<InnerGroup>& InnerRegionProgram::units(int a, int b, int c0, int d, const ClassGrads& grads_after) {
+  // The units depend on the region only through its bounds as seen from [c0, d].
+  std::tie(a, b) = ctx_.model().norm_bounds(c0, d, a, b);
+  const Bounds r{a, b, c0, d};
+  auto cache_key = std::make_pair(std::array<int, 4>{a, b, c0, d}, ctx_.boundary_key(d + 1, grads_after));
+  if (auto it = cache_.find(cache_key); it != cache_.end()) return it->second;
+  Buckets<Label> at;  // at boundary u + 1, then u
+  Label start;
+  for (int c = 0; c < ctx_.classes(); ++c) start.sums.push_back({});
+  at.emplace(std::vector<std::int64_t>{}, Bucket<Label>{grads_after, {start}});
+  for (int u = d; u >= c0; --u) {
+    Buckets<Label> next;
+    for (auto& [key, bucket] : at) {
+      keep_pareto_front(bucket.labels);
+      for (const StageOption& option : stage_options(r, u, bucket.grads)) extend(next, bucket.labels, option);
+    }
+    at = std::move(next);
+  }
+  return cache_[cache_key] = close(r, at);
+}
+
+// The block counts of stage u, those no better than another in every
+// effect (same boundary, no less time) dropped.
+std::vector<InnerRegionProgram::StageOption> InnerRegionProgram::stage_options(const Bounds& r, int u,
+                                                                               const ClassGrads& grads_after) const {
+  ChainModel& m = ctx_.model();
+  std::vector<StageOption> options;
+  std::vector<OptionCosts> costs;
+  for (std::int64_t blocks : ctx_.choices(u)) {
+    StageOption o{blocks, {}, grads_after, {}, 2 * m.stage_forward_s(u) + (blocks > 1 ? m.edge_forward_s(u) : 0.0)};
+    OptionCosts cost;
+    for (int c = 0; c < ctx_.classes(); ++c) {
+      GradState& g = o.grads[static_cast<std::size_t>(c)];
+      const Effect& forward = m.region_forward(c, u, blocks, r.a);
+      const Effect& outer = m.recompute_in_inner(c, u, blocks, r.a, r.b, r.c0);
+      const Effect& inner = m.inner_recompute(c, u, blocks, r.c0, r.d, m.signature(c, u, g));
+      ChainModel::hand_over(inner, g);
+      const InnerStageEffects e{{forward.forward_delta, forward.forward_peak},
+                                {outer.forward_delta, outer.forward_peak},
+                                {inner.forward_delta, inner.forward_peak},
+                                {inner.backward_delta, inner.backward_peak},
+                                inner.released_at_end};
+      o.effects.push_back(e);
+      cost.costs.insert(cost.costs.end(),
+                        {e.forward.delta, e.forward.peak, e.outer_recompute.delta, e.outer_recompute.peak,
+                         e.recompute.delta, e.recompute.peak, e.backward.delta, e.backward.peak, -e.released_at_end});
+    }
+    o.boundary = ctx_.boundary_key(u, o.grads);
+    cost.same = o.boundary;
+    cost.time_s = o.time_s;
+    costs.push_back(std::move(cost));
+    options.push_back(std::move(o));
+  }
+  const std::vector<char> keep = needed_options(costs);
+  std::vector<StageOption> kept;
+  for (std::size_t i = 0; i < options.size(); ++i)
+    if (keep[i]) kept.push_back(std::move(options[i]));
+  return kept;
+}
+
+// Puts `option`'s stage left of every label, into the bucket of its
+// boundary and the labels' new sums.
+void InnerRegionProgram::extend(Buckets<Label>& into, const std::vector<Label>& labels, const StageOption& option) {
+  for (const Label& label : labels) {
+    Label x = label;
+    std::vector<std::int64_t> key = option.boundary;
+    for (int c = 0; c < x.sums.size(); ++c) {
+      InnerSums& s = x.sums[c];
+      s.prepend(option.effects[c]);
+      key.insert(key.end(), {s.forward.sum, s.outer_recompute.sum, s.folded.sum, s.minus_held});
+    }
+    x.time_s += option.time_s;
+    x.blocks.insert(x.blocks.begin(), option.blocks);
+    auto [it, inserted] = into.try_emplace(std::move(key));
+    if (inserted) it->second.grads = option.grads;
+    it->second.labels.push_back(std::move(x));
+  }
+}
+
+// The labels at c0 as units, grouped by the gradients in flight at c0.
+std::vector<InnerGroup> InnerRegionProgram::close(const Bounds& r, Buckets<Label>& at_c0) const {
+  std::vector<std::int64_t> kept;  // per class: the inputs the inner region keeps
+  for (int c = 0; c < ctx_.classes(); ++c) kept.push_back(ctx_.model().kept_bytes(c, r.c0, r.d, r.a, r.c0));
+  std::map<std::vector<std::int64_t>, std::size_t> group_of;  // boundary key at c0 -> index in groups
+  std::vector<InnerGroup> groups;
+  for (auto& [key, bucket] : at_c0) {
+    keep_pareto_front(bucket.labels);
+    auto [git, inserted] = group_of.try_emplace(ctx_.boundary_key(r.c0, bucket.grads), groups.size());
+    if (inserted) groups.push_back({bucket.grads, {}});
+    InnerGroup& group = groups[git->second];
+    for (Label& label : bucket.labels) {
+      InnerUnit unit;
+      for (int c = 0; c < label.sums.size(); ++c) {
+        const InnerSums& s = label.sums[c];
+        unit.pieces.push_back({{s.forward.sum, s.forward.peak},
+                               {s.outer_recompute.sum, s.outer_recompute.peak},
+                               {s.folded.sum + s.minus_held - kept[static_cast<std::size_t>(c)], s.folded.peak}});
+      }
+      unit.time_s = label.time_s;
+      unit.blocks = std::move(label.blocks);
+      group.units.push_back(std::move(unit));
+    }
+  }
+  return groups;
+}
+
+}  // namespace actmem::detail

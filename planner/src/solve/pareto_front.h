@@ -1,0 +1,128 @@
+#pragma once
+// The Pareto-front toolkit of the solver's three label programs: the chain
+// (solver_search.cpp), region (region_program.h) and inner-region
+// (inner_region_program.h) programs.
+//
+// A label is a partial plan with `sums` (a type with a lexicographic
+// operator< and no_worse_than(): every compared value lower or equal, each
+// value being one the final peak never decreases in) and `time_s`. A label
+// is dominated when another is no worse in sums and no slower; a dominated
+// label is never needed (docs/solver.md "Why it is exact").
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <vector>
+
+#include "solve/solver_model.h"
+
+namespace actmem::detail {
+
+// Gradients in flight at a boundary, one state per rollout-step class.
+using ClassGrads = std::vector<GradState>;
+
+// Labels that share the gradients in flight at their left boundary and the
+// sums their bucket key fixes.
+template <class Label>
+struct Bucket {
+  ClassGrads grads;
+  std::vector<Label> labels;
+};
+// Buckets by key: the boundary key (SearchContext::boundary_key()), then
+// the sums the bucket fixes. Iterated in key order.
+template <class Label>
+using Buckets = std::map<std::vector<std::int64_t>, Bucket<Label>>;
+
+// Keeps the labels no other dominates, one of each equal group: the first
+// by (time, sums). Afterwards they are in that order.
+template <class Label>
+void keep_pareto_front(std::vector<Label>& labels) {
+  std::sort(labels.begin(), labels.end(), [](const Label& x, const Label& y) {
+    if (x.time_s != y.time_s) return x.time_s < y.time_s;
+    return x.sums < y.sums;
+  });
+  std::vector<Label> kept;
+  for (Label& label : labels) {
+    // Every kept label comes first in time order: no slower.
+    const bool dominated =
+        std::any_of(kept.begin(), kept.end(), [&](const Label& k) { return k.sums.no_worse_than(label.sums); });
+    if (!dominated) kept.push_back(std::move(label));
+  }
+  labels = std::move(kept);
+}
+
+// The same front when the labels' sums can differ only in the two values
+// x(sums) and y(sums): by time, then a staircase of the kept (x increasing,
+// y decreasing) answers "is one kept as good in both" in O(log n).
+template <class Label, class X, class Y>
+void keep_pareto_front_2d(std::vector<Label>& labels, X x, Y y) {
+  std::sort(labels.begin(), labels.end(), [&](const Label& l, const Label& r) {
+    if (l.time_s != r.time_s) return l.time_s < r.time_s;
+    if (x(l.sums) != x(r.sums)) return x(l.sums) < x(r.sums);
+    return y(l.sums) < y(r.sums);
+  });
+  std::map<std::int64_t, std::int64_t> stair;  // x -> least y of the kept with that x or less
+  std::vector<Label> kept;
+  for (Label& label : labels) {
+    const std::int64_t lx = x(label.sums), ly = y(label.sums);
+    auto it = stair.upper_bound(lx);
+    if (it != stair.begin() && std::prev(it)->second <= ly) continue;
+    for (it = stair.lower_bound(lx); it != stair.end() && it->second >= ly;) it = stair.erase(it);
+    stair[lx] = ly;
+    kept.push_back(std::move(label));
+  }
+  labels = std::move(kept);
+}
+
+// A 1-D front: labels by increasing time and strictly decreasing value().
+// Merges `fresh` (such a front too) into `front`, keeping the labels of
+// both that no other beats; of a tie in time and value the one of `front`.
+// on_kept_fresh(label) is called for each label of `fresh` kept, before it
+// is moved in. `scratch` is working space.
+template <class Label, class Value, class OnKeptFresh>
+void merge_staircases(std::vector<Label>& front, std::vector<Label>& fresh, std::vector<Label>& scratch, Value value,
+                      OnKeptFresh on_kept_fresh) {
+  scratch.clear();
+  auto before = [&](const Label& x, const Label& y) {
+    return x.time_s < y.time_s || (x.time_s == y.time_s && value(x) < value(y));
+  };
+  std::int64_t least = std::numeric_limits<std::int64_t>::max();  // the least value kept so far
+  for (std::size_t i = 0, j = 0; i < front.size() || j < fresh.size();) {
+    const bool take_fresh = i == front.size() || (j < fresh.size() && before(fresh[j], front[i]));
+    Label& l = take_fresh ? fresh[j++] : front[i++];
+    if (value(l) >= least) continue;
+    least = value(l);
+    if (take_fresh) on_kept_fresh(l);
+    scratch.push_back(std::move(l));
+  }
+  front.swap(scratch);
+}
+
+// A step of a program offers options (one per block count of a stage).
+// Those with equal `same` (bytes, gradients handed on) compare on `costs`
+// (each only raising the final peak as it grows) and time.
+struct OptionCosts {
+  std::vector<std::int64_t> same;
+  std::vector<std::int64_t> costs;
+  double time_s = 0;
+};
+
+// Whether each option is needed: no other with the same `same` is as good
+// in every cost and time (of equal ones, the first is kept).
+inline std::vector<char> needed_options(const std::vector<OptionCosts>& options) {
+  std::vector<char> out(options.size(), 1);
+  auto as_good = [&](std::size_t j, std::size_t i) {
+    const OptionCosts &oj = options[j], &oi = options[i];
+    if (oj.same != oi.same || oj.time_s > oi.time_s) return false;
+    for (std::size_t v = 0; v < oi.costs.size(); ++v)
+      if (oj.costs[v] > oi.costs[v]) return false;
+    return true;
+  };
+  for (std::size_t i = 0; i < options.size(); ++i)
+    for (std::size_t j = 0; j < options.size() && out[i]; ++j)
+      if (j != i && out[j] && as_good(j, i) && (!as_good(i, j) || j < i)) out[i] = 0;
+  return out;
+}
+
+}  // namespace actmem::detail

@@ -1,0 +1,154 @@
+#include "solve/region_program.h"
+
+namespace actmem::detail {
+
+const std::vector<RegionGroup>& RegionProgram::options(int a, int b, const ClassGrads& grads_after) {
+  // The options depend only on the gradients in flight at b + 1.
+  auto cache_key = std::make_pair(std::make_pair(a, b), ctx_.boundary_key(b + 1, grads_after));
+  auto it = cache_.find(cache_key);
+  if (it == cache_.end()) it = cache_.emplace(std::move(cache_key), solve(a, b, grads_after)).first;
+  return it->second;
+}
+
+// The program over b..a (table.at[t]: labels over stages t..b), closed at a.
+std::vector<RegionGroup> RegionProgram::solve(int a, int b, const ClassGrads& grads_after) {
+  Table table{a, b, std::vector<Buckets<Label>>(static_cast<std::size_t>(b + 2)), {}};
+  Label start;
+  for (int c = 0; c < ctx_.classes(); ++c) start.sums.push_back({});
+  Buckets<Label>& right_end = table.at[static_cast<std::size_t>(b + 1)];
+  right_end[ctx_.boundary_key(b + 1, grads_after)] = Bucket<Label>{grads_after, {start}};
+  for (int t = b; t >= a; --t)
+    for (auto& [key, bucket] : table.at[static_cast<std::size_t>(t + 1)]) {
+      keep_front(bucket.labels);
+      extend_from(table, t, bucket);
+    }
+  return close(table);
+}
+
+// A bucket's labels share their sums, so they compare on the two peaks per
+// class and time; with one class a 2-D front.
+void RegionProgram::keep_front(std::vector<Label>& labels) const {
+  if (ctx_.classes() == 1)
+    keep_pareto_front_2d(
+        labels, [](const PerClass<RegionSums>& s) { return s[0].forward.peak; },
+        [](const PerClass<RegionSums>& s) { return s[0].folded.peak; });
+  else
+    keep_pareto_front(labels);
+}
+
+// Puts every piece that ends at stage t left of `from`'s labels (covering
+// t + 1..b): stage t as a plain child, then each inner region [c0, t].
+void RegionProgram::extend_from(Table& table, int t, const Bucket<Label>& from) {
+  for (const ChildOption& o : child_options(t, table.a, table.b, from.grads))
+    add(table, from, o.pieces, o.grads, t, o.time_s, Part{o.blocks, nullptr, {}, -1});
+  if (!ctx_.nested_regions()) return;
+  for (int c0 = t; c0 >= table.a; --c0) {
+    const Region inner{c0, t, {}};
+    for (const InnerGroup& group : inner_.units(table.a, table.b, c0, t, from.grads))
+      for (const InnerUnit& unit : group.units)
+        add(table, from, unit.pieces, group.grads, c0, unit.time_s, Part{0, &unit, inner, -1});
+  }
+}
+
+// Puts a piece (covering left..) left of every label of `from`, into the
+// bucket at `left` of its boundary and the labels' new sums (the labels of
+// a bucket share their sums, so all land in one bucket).
+void RegionProgram::add(Table& table, const Bucket<Label>& from, const PerClass<RegionPieces>& pieces,
+                        const ClassGrads& grads, int left, double time_s, Part part) {
+  std::vector<std::int64_t> key = ctx_.boundary_key(left, grads);
+  for (int c = 0; c < ctx_.classes(); ++c) {
+    const RegionSums& s = from.labels.front().sums[c];
+    const RegionPieces& p = pieces[c];
+    key.insert(key.end(), {s.forward.sum + p.forward.delta, s.folded.sum + p.recompute.delta + p.backward.delta});
+  }
+  Buckets<Label>& into = table.at[static_cast<std::size_t>(left)];
+  auto it = into.find(key);
+  if (it == into.end()) it = into.emplace(std::move(key), Bucket<Label>{grads, {}}).first;
+  for (const Label& label : from.labels) {
+    Label x = label;
+    for (int c = 0; c < ctx_.classes(); ++c) x.sums[c].prepend(pieces[c]);
+    x.time_s += time_s;
+    part.next = label.part;
+    x.part = static_cast<int>(table.parts.size());
+    table.parts.push_back(part);
+    it->second.labels.push_back(x);
+  }
+}
+
+// The labels at a as the region's options: forward bytes and peak, backward
+// bytes (the folded sum less the inputs the region keeps) and peak.
+std::vector<RegionGroup> RegionProgram::close(Table& table) {
+  std::vector<std::int64_t> kept;  // per class
+  for (int c = 0; c < ctx_.classes(); ++c) kept.push_back(ctx_.model().kept_bytes(c, table.a, table.b, -1, table.a));
+  std::vector<RegionGroup> groups;
+  for (auto& [key, bucket] : table.at[static_cast<std::size_t>(table.a)]) {
+    keep_front(bucket.labels);
+    RegionGroup group{bucket.grads, {}};
+    for (const Label& label : bucket.labels) {
+      RegionOption o;
+      for (int c = 0; c < ctx_.classes(); ++c) {
+        const RegionSums& s = label.sums[c];
+        const std::int64_t backward_bytes = s.folded.sum - kept[static_cast<std::size_t>(c)];
+        o.effects.push_back({{s.forward.sum, s.forward.peak}, {backward_bytes, s.folded.peak}});
+      }
+      o.time_s = label.time_s;
+      o.segment = segment_of(table, label);
+      group.options.push_back(std::move(o));
+    }
+    groups.push_back(std::move(group));
+  }
+  return groups;
+}
+
+Segment RegionProgram::segment_of(const Table& table, const Label& label) const {
+  Segment segment{{table.a, table.b, {}}, true, {}};
+  for (int i = label.part; i >= 0; i = table.parts[static_cast<std::size_t>(i)].next) {
+    const Part& p = table.parts[static_cast<std::size_t>(i)];
+    if (!p.unit) {
+      segment.blocks.push_back(p.blocks);
+      continue;
+    }
+    segment.blocks.insert(segment.blocks.end(), p.unit->blocks.begin(), p.unit->blocks.end());
+    segment.region.inner.push_back(p.inner);
+  }
+  return segment;
+}
+
+// Stage t's block counts as a plain child of [a, b], those no better than
+// another in every effect (same boundary, no less time) dropped. They depend
+// on the region only through t's context bounds, so are cached on those.
+const std::vector<RegionProgram::ChildOption>& RegionProgram::child_options(int t, int a, int b,
+                                                                            const ClassGrads& grads_after) {
+  ChainModel& m = ctx_.model();
+  auto& by_boundary = child_cache_[{t, m.norm_lo(t, a), m.norm_hi(t, b)}];
+  std::vector<std::int64_t> boundary = ctx_.boundary_key(t + 1, grads_after);
+  if (auto it = by_boundary.find(boundary); it != by_boundary.end()) return it->second;
+  std::vector<ChildOption> options;
+  std::vector<OptionCosts> costs;
+  for (std::int64_t blocks : ctx_.choices(t)) {
+    ChildOption o{blocks, {}, grads_after, m.stage_forward_s(t) + (blocks > 1 ? m.edge_forward_s(t) : 0.0)};
+    OptionCosts cost;
+    for (int c = 0; c < ctx_.classes(); ++c) {
+      GradState& g = o.grads[static_cast<std::size_t>(c)];
+      const Effect& f = m.region_forward(c, t, blocks, a);
+      const Effect& r = m.recompute_plain(c, t, blocks, a, b, m.signature(c, t, g));
+      ChainModel::hand_over(r, g);
+      const RegionPieces p{
+          {f.forward_delta, f.forward_peak}, {r.forward_delta, r.forward_peak}, {r.backward_delta, r.backward_peak}};
+      o.pieces.push_back(p);
+      cost.costs.insert(cost.costs.end(), {p.forward.delta, p.forward.peak, p.recompute.delta, p.recompute.peak,
+                                           p.backward.delta, p.backward.peak});
+    }
+    cost.same = ctx_.boundary_key(t, o.grads);
+    cost.time_s = o.time_s;
+    costs.push_back(std::move(cost));
+    options.push_back(std::move(o));
+  }
+  const std::vector<char> keep = needed_options(costs);
+  std::vector<ChildOption> kept;
+  for (std::size_t i = 0; i < options.size(); ++i)
+    if (keep[i]) kept.push_back(std::move(options[i]));
+  return by_boundary.emplace(std::move(boundary), std::move(kept)).first->second;
+}
+
+}  // namespace actmem::detail

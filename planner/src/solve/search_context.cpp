@@ -1,0 +1,33 @@
+#include "solve/search_context.h"
+
+#include <algorithm>
+
+#include "actmem/simulate/simulator.h"
+
+namespace actmem::detail {
+
+SearchContext::SearchContext(ChainModel& model, const SearchSpace& space)
+    : model_(model), space_(space), classes_(model.class_count()), edges_(edges_per_stage(model.graph())) {}
+
+std::vector<std::int64_t> SearchContext::choices(int s) const {
+  const std::int64_t edges = edges_[static_cast<std::size_t>(s)];
+  if (edges <= 0) return {1};
+  std::vector<std::int64_t> out;
+  for (std::int64_t b : space_.block_choices) {
+    const std::int64_t capped = std::min(b, edges);
+    if (std::find(out.begin(), out.end(), capped) == out.end()) out.push_back(capped);
+  }
+  return out;
+}
+
+std::vector<std::int64_t> SearchContext::boundary_key(int p, const ClassGrads& grads) const {
+  std::vector<std::int64_t> out;
+  for (int c = 0; c < classes_; ++c) {
+    const auto part = model_.boundary(c, p, grads[static_cast<std::size_t>(c)]);
+    out.insert(out.end(), part.begin(), part.end());
+    out.push_back(kEndOfClass);
+  }
+  return out;
+}
+
+}  // namespace actmem::detail

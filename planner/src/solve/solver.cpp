@@ -1,0 +1,216 @@
+// solve(), minimum_memory(), pareto_frontier(): the search's frontier
+// (solver_search.h), with every returned figure re-simulated.
+#include "actmem/solve/solver.h"
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <utility>
+
+#include "actmem/simulate/simulator.h"
+#include "actmem/util/limits.h"
+#include "solve/solver_model.h"
+#include "solve/solver_search.h"
+
+namespace actmem {
+namespace {
+
+detail::SearchSpace space_of(const SolverOptions& options) {
+  detail::SearchSpace space;
+  space.block_choices = options.block_choices;
+  if (space.block_choices.empty())
+    for (std::int64_t b = 1; b <= 1024; b *= 2) space.block_choices.push_back(b);
+  std::sort(space.block_choices.begin(), space.block_choices.end());
+  space.block_choices.erase(std::unique(space.block_choices.begin(), space.block_choices.end()),
+                            space.block_choices.end());
+  space.block_choices.erase(std::remove_if(space.block_choices.begin(), space.block_choices.end(),
+                                           [](std::int64_t b) { return b < 1 || b > kMaxEdgeBlocks; }),
+                            space.block_choices.end());
+  if (space.block_choices.empty() || space.block_choices.front() != 1)
+    space.block_choices.insert(space.block_choices.begin(), 1);
+  space.nested_regions = options.allow_nested_regions;
+  return space;
+}
+
+CostGraph at_rollout(const CostGraph& graph, std::int64_t rollout) {
+  RunOptions run = graph.run();
+  run.rollout = rollout;
+  return CostGraph::build(graph.model(), run);
+}
+
+// A step-checkpointed plan's peak and step time at a graph's rollout r,
+// simulated at r when r <= 4, else read off the line through rollouts 3
+// and 4. The schedule is one step repeated: a first step, middle steps and
+// a last, each class's moments with live bytes affine in r and in the
+// step's index. From r = 3, when all three classes are there, the peak,
+// the maximum over moments and steps, is convex piecewise-linear in r, so
+// the line through r = 3 and 4 bounds it from below at every r >= 4 (at
+// r = 2 there is no middle step, whose gradient of the carry the peak may
+// hold: rollouts 2 and 3 would not do). So does the line of the forward
+// pass's own peak, the same argument over fewer moments; it is the tighter
+// one where the peak moves into the forward pass at long rollouts
+// (PyTorch). Tested on random plans; docs/solver.md "Rollout steps". Step
+// time is a sum over steps, affine in r, so the line gives it.
+class RolloutLine {
+ public:
+  RolloutLine(const CostGraph& graph, const Device& device) : graph_(graph), device_(device) {
+    if (graph.run().rollout > 4) {
+      three_.emplace(at_rollout(graph, 3));
+      four_.emplace(at_rollout(graph, 4));
+    }
+  }
+
+  bool extrapolates() const { return three_.has_value(); }
+
+  // (peak bytes, step seconds): exact when !extrapolates(), else the peak
+  // is a lower bound.
+  std::pair<std::int64_t, double> figures(const Plan& plan) const {
+    if (!extrapolates()) {
+      const Report r = simulate(graph_, device_, device_.memory_bytes, plan);
+      return {r.peak_bytes, r.step_time_s};
+    }
+    const Report three = simulate(*three_, device_, device_.memory_bytes, plan);
+    const Report four = simulate(*four_, device_, device_.memory_bytes, plan);
+    // Per-step growth times fewer than 2^10 steps: within the full graph's
+    // byte totals, which are below 2^62 (checked_math.h).
+    const std::int64_t more_steps = graph_.run().rollout - 4;
+    const auto line = [more_steps](std::int64_t at3, std::int64_t at4) { return at4 + more_steps * (at4 - at3); };
+    return {std::max(line(three.peak_bytes, four.peak_bytes), line(three.forward_peak_bytes, four.forward_peak_bytes)),
+            four.step_time_s + static_cast<double>(more_steps) * (four.step_time_s - three.step_time_s)};
+  }
+
+ private:
+  const CostGraph& graph_;
+  const Device& device_;
+  std::optional<CostGraph> three_, four_;
+};
+
+// Plans with every rollout step under a checkpoint (rollout > 1): inside
+// the step, the plans of the one-step frontier. Under a step checkpoint each
+// step is recomputed alone, so a plan good for one step is good inside it;
+// this part of the space is covered by that frontier, not searched
+// exhaustively (docs/solver.md). Figures from RolloutLine.
+std::vector<detail::Candidate> step_checkpointed(const CostGraph& graph, const Device& device,
+                                                 const SolverOptions& options) {
+  const CostGraph step = at_rollout(graph, 1);
+  detail::ChainModel model(step, device);
+  const RolloutLine line(graph, device);
+  const double none_s = line.figures(empty_plan(graph.stages())).second;
+  std::vector<detail::Candidate> out;
+  for (detail::Candidate c : detail::search_frontier(model, space_of(options))) {
+    c.plan.step_checkpoint = true;
+    const auto [peak_bytes, step_s] = line.figures(c.plan);
+    c.peak_bytes = peak_bytes;
+    c.recompute_s = step_s - none_s;
+    c.peak_is_bound = line.extrapolates();
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+// The search's frontier, with the step-checkpointed plans for rollout > 1,
+// by increasing peak (exact or a lower bound). A plan is dropped when one
+// with an exact peak no higher is no slower; a bound cannot drop a plan, it
+// does not say how high its own peak goes.
+std::vector<detail::Candidate> frontier_of(const CostGraph& graph, const Device& device, const SolverOptions& options) {
+  // Only plans whose memory actmem models (memory_modelled(): JAX at
+  // rollout > 1 checkpoints every step).
+  std::vector<detail::Candidate> all;
+  if (memory_modelled(graph.run(), empty_plan(graph.stages()))) {
+    detail::ChainModel model(graph, device);
+    all = detail::search_frontier(model, space_of(options));
+    if (graph.run().rollout == 1) return all;
+  }
+  for (detail::Candidate& c : step_checkpointed(graph, device, options)) all.push_back(std::move(c));
+  std::stable_sort(all.begin(), all.end(), [](const detail::Candidate& a, const detail::Candidate& b) {
+    return a.peak_bytes != b.peak_bytes ? a.peak_bytes < b.peak_bytes : a.recompute_s < b.recompute_s;
+  });
+  std::vector<detail::Candidate> front;
+  double fastest_exact = std::numeric_limits<double>::infinity();
+  for (detail::Candidate& c : all) {
+    if (c.recompute_s >= fastest_exact) continue;
+    if (!c.peak_is_bound) fastest_exact = c.recompute_s;
+    front.push_back(std::move(c));
+  }
+  return front;
+}
+
+// The least-peak plan of the frontier, simulated, the fastest of those
+// with that peak: candidates in order of peak until the next cannot reach
+// the least simulated so far (its peak exact, or a lower bound, above it).
+// Should the simulator disagree with an exact peak or undercut a bound,
+// every candidate is simulated.
+Solution least_peak(const CostGraph& graph, const Device& device, std::int64_t budget_bytes,
+                    const std::vector<detail::Candidate>& frontier) {
+  Solution s;
+  bool have = false, trusted = true;
+  for (const detail::Candidate& c : frontier) {
+    if (have && trusted && c.peak_bytes > s.report.peak_bytes) break;
+    Report r = simulate(graph, device, budget_bytes, c.plan);
+    trusted = trusted && (c.peak_is_bound ? r.peak_bytes >= c.peak_bytes : r.peak_bytes == c.peak_bytes);
+    const bool better = !have || r.peak_bytes < s.report.peak_bytes ||
+                        (r.peak_bytes == s.report.peak_bytes && r.step_time_s < s.report.step_time_s);
+    if (better) {
+      s.plan = c.plan;
+      s.report = std::move(r);
+      have = true;
+    }
+  }
+  s.min_peak_bytes = s.report.peak_bytes;
+  s.feasible = s.report.fits;
+  return s;
+}
+
+}  // namespace
+
+Solution solve(const CostGraph& graph, const Device& device, std::int64_t budget_bytes, const SolverOptions& options) {
+  const std::vector<detail::Candidate> frontier = frontier_of(graph, device, options);
+  Solution least = least_peak(graph, device, budget_bytes, frontier);
+  // The fastest candidate the model says fits as written (or whose peak's
+  // lower bound does), confirmed by the simulator; if the simulator disagrees, the next fastest (never an
+  // infeasible plan returned as feasible). When none fits as written, the
+  // least-peak plan, which still fits where the compiler's own
+  // rematerialisation gets it under its limit (JAX; Report::fits).
+  std::vector<const detail::Candidate*> fitting;
+  for (const detail::Candidate& c : frontier)
+    if (c.peak_bytes <= budget_bytes) fitting.push_back(&c);
+  std::sort(fitting.begin(), fitting.end(), [](const detail::Candidate* a, const detail::Candidate* b) {
+    return a->recompute_s != b->recompute_s ? a->recompute_s < b->recompute_s : a->peak_bytes < b->peak_bytes;
+  });
+  for (const detail::Candidate* c : fitting) {
+    Report r = simulate(graph, device, budget_bytes, c->plan);
+    if (!r.fits || r.peak_bytes > budget_bytes) continue;  // a bound's plan may not fit as written
+    Solution s;
+    s.feasible = true;
+    s.plan = c->plan;
+    s.report = std::move(r);
+    s.min_peak_bytes = least.min_peak_bytes;
+    return s;
+  }
+  return least;
+}
+
+Solution minimum_memory(const CostGraph& graph, const Device& device, const SolverOptions& options) {
+  const std::vector<detail::Candidate> frontier = frontier_of(graph, device, options);
+  Solution s = least_peak(graph, device, device.memory_bytes, frontier);
+  s.report.budget_bytes = s.min_peak_bytes;
+  s.report.fits = true;
+  s.feasible = true;
+  return s;
+}
+
+std::vector<ParetoPoint> pareto_frontier(const CostGraph& graph, const Device& device, const SolverOptions& options) {
+  std::vector<ParetoPoint> points;
+  for (const detail::Candidate& c : frontier_of(graph, device, options))
+    points.push_back({c.plan, simulate(graph, device, device.memory_bytes, c.plan)});
+  std::sort(points.begin(), points.end(), [](const ParetoPoint& a, const ParetoPoint& b) {
+    if (a.report.peak_bytes != b.report.peak_bytes) return a.report.peak_bytes < b.report.peak_bytes;
+    return a.report.step_time_s < b.report.step_time_s;
+  });
+  std::vector<ParetoPoint> front;
+  for (ParetoPoint& p : points)
+    if (front.empty() || p.report.step_time_s < front.back().report.step_time_s) front.push_back(std::move(p));
+  return front;
+}
+
+}  // namespace actmem

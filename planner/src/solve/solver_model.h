@@ -1,0 +1,180 @@
+#pragma once
+// The solver's internal cost model: per-stage replays (solver_replay.h)
+// composed along the simulator's execution order. For a plan it predicts
+// the simulator's peak_bytes exactly (tests check this plan by plan against
+// simulate()) and its step time up to floating-point summation order.
+//
+// Rollout steps fall in classes that replay alike: the first step (its grid
+// input is a model input), the middle steps, and the last step (the first
+// to run backward, so it allocates the parameter gradients).
+
+#include <algorithm>
+#include <array>
+#include <compare>
+#include <cstdint>
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "actmem/cost/cost_graph.h"
+#include "actmem/model/device.h"
+#include "actmem/simulate/plan.h"
+#include "solve/solver_replay.h"
+#include "solve/stage_translates.h"
+
+namespace actmem::detail {
+
+// Memory effects of one execution pattern of a stage (or a group of
+// stages), relative to the memory before it.
+struct Effect {
+  std::int64_t forward_delta = 0, forward_peak = 0;
+  std::int64_t backward_delta = 0, backward_peak = 0;
+  std::int64_t released_at_end = 0;   // released when the enclosing nested region ends
+  std::int64_t backward_prelude = 0;  // loss only: its seed allocated, the held loss released
+  // Gradients handed to earlier stages: (step-independent tensor key, bytes).
+  std::vector<std::pair<int, std::int64_t>> outgoing;
+};
+
+// Gradient buffers in flight between stages during the backward pass:
+// (step-independent tensor key, bytes), sorted by key (absent: the tensor's
+// own size). A flat vector: the search copies these for every option.
+using GradState = std::vector<std::pair<int, std::int64_t>>;
+
+class ChainModel {
+ public:
+  ChainModel(const CostGraph& graph, const Device& device);
+
+  int stage_count() const { return rg_.stage_count; }
+  int class_count() const { return static_cast<int>(class_steps_.size()); }
+  int class_of(int step) const {
+    if (step == 0) return 0;
+    return step == steps_ - 1 ? class_count() - 1 : 1;
+  }
+  // The gradients in flight at boundary p of the backward pass (stages >= p
+  // done): those of tensors made before stage p and used from p on, as
+  // their bytes, in a fixed order. Two equal boundaries behave alike.
+  std::vector<std::int64_t> boundary(int c, int p, const GradState& state) const;
+  // How many rollout steps are of class c, and the step replayed for it.
+  int class_steps(int c) const { return class_multiplicity_[static_cast<std::size_t>(c)]; }
+  const CostGraph& graph() const { return rg_.graph; }
+
+  // ---- executions of one stage s with B edge blocks, in step class c ----
+  // Plain at the top level: forward (saving) and backward.
+  // Backward-bearing executions take the sizes of the gradients flowing in
+  // (signature(): in the order of the stage's incoming gradients).
+  const Effect& plain(int c, int s, std::int64_t blocks, const std::vector<std::int64_t>& in = {});
+  // Original forward inside a top-level region from `a`. Forward fields only.
+  const Effect& region_forward(int c, int s, std::int64_t blocks, int a);
+  // Recomputation inside region [a, b] as a plain child (saving), and its
+  // backward.
+  const Effect& recompute_plain(int c, int s, std::int64_t blocks, int a, int b,
+                                const std::vector<std::int64_t>& in = {});
+  // Recomputation inside region [a, b] as part of inner region from
+  // `inner_from` (not saving). Forward fields only.
+  const Effect& recompute_in_inner(int c, int s, std::int64_t blocks, int a, int b, int inner_from);
+  // Inside inner region [c0, d]: its recomputation (saving) and backward.
+  const Effect& inner_recompute(int c, int s, std::int64_t blocks, int c0, int d,
+                                const std::vector<std::int64_t>& in = {});
+  // The incoming gradient sizes of stage s (class c) given what is in flight.
+  std::vector<std::int64_t> signature(int c, int s, const GradState& state) const;
+  static void hand_over(const Effect& e, GradState& state) {
+    for (const auto& [key, bytes] : e.outgoing) {
+      const auto it =
+          std::lower_bound(state.begin(), state.end(), key, [](const auto& entry, int k) { return entry.first < k; });
+      if (it != state.end() && it->first == key)
+        it->second = bytes;
+      else
+        state.insert(it, {key, bytes});
+    }
+  }
+  // Bytes of the activations used in stages [from, to] of a step of class
+  // c that were made by stages [made_from, made_before) of the same step
+  // (made_from -1: earlier steps too), i.e. what a checkpoint over [from, to]
+  // keeps of them.
+  std::int64_t kept_bytes(int c, int from, int to, int made_from, int made_before) const;
+
+  // Context bounds that replay alike for stage s: norm_lo(s, a) is the
+  // least producer stage of s's inputs (or s) at or after a; norm_hi(s, b)
+  // the greatest consumer stage of its outputs (or s) at or before b. The
+  // executions above depend on a region's bounds only through these.
+  int norm_lo(int s, int a) const;
+  int norm_hi(int s, int b) const;
+  // The same for a run of stages [from, to] inside region [a, b]: every
+  // execution of those stages depends on (a, b) only through these, and so
+  // does kept_bytes(c, from, to, a, from).
+  std::pair<int, int> norm_bounds(int from, int to, int a, int b) const;
+
+  // The loss pseudo-stage of class c.
+  const Effect& loss(int c, const std::vector<std::int64_t>& in = {});
+  // Step-time contributions: one forward execution of stage s, and of its
+  // edge update (means over the rollout's steps).
+  double stage_forward_s(int s) const { return stage_time_s_[static_cast<std::size_t>(s)]; }
+  double edge_forward_s(int s) const { return edge_time_s_[static_cast<std::size_t>(s)]; }
+
+  std::int64_t static_bytes() const { return static_bytes_; }
+  int steps() const { return steps_; }
+
+  // The composed prediction for a plan.
+  struct Prediction {
+    std::int64_t peak_bytes = 0;
+    double recompute_s = 0;  // step time added to the plan "none"
+  };
+  Prediction predict(const Plan& plan);
+
+ private:
+  const std::vector<Item>& items(int step, int stage, std::int64_t blocks);
+  // A recomputation of stage s that saves (then its backward) in the
+  // context of stages [lo, hi] (normalised here); `kind` keys the cache.
+  const Effect& saving_recompute(int c, int s, std::int64_t blocks, int kind, int lo, int hi, bool hold_outputs,
+                                 const std::vector<std::int64_t>& in);
+  Effect run(int c, int s, std::int64_t blocks, StageContext ctx, const std::vector<std::int64_t>& in);
+  // The replay of a stage in a context (incoming gradients sorted), once.
+  const StageRun& replay(int c, int stage, std::int64_t blocks, const StageContext& ctx);
+  // What a replay depends on: the class, the stage, its blocks and the
+  // fields of its context that vary (first_parameter_gradients follows
+  // from the class).
+  struct ReplayKey {
+    int step_class = 0, stage = 0;
+    std::int64_t blocks = 1;
+    bool original_forward = true;
+    int context_lo = 0, context_hi = 0;
+    bool saving = true;
+    int held_before = -1;
+    bool in_region = false, hold_outputs = false;
+    std::vector<std::pair<TensorId, std::int64_t>> incoming_grads;
+    auto operator<=>(const ReplayKey&) const = default;
+  };
+  std::map<ReplayKey, StageRun> replays_;
+  std::vector<std::vector<StageTranslate>> translates_;  // per class, per stage
+  // What an execution's effect depends on besides the incoming gradient
+  // sizes: the class, the stage, its blocks, which execution it is (`kind`,
+  // solver_model.cpp) and the normalised context bounds that kind has
+  // (0 where it has none).
+  struct EffectKey {
+    int step_class = 0, stage = 0;
+    std::int64_t blocks = 1;
+    int kind = 0;
+    int lo = 0, hi = 0, inner_from = 0;
+    auto operator<=>(const EffectKey&) const = default;
+  };
+  // The effect of execution `key` given the incoming gradient sizes `in`,
+  // replayed in `ctx` once.
+  const Effect& cached(const EffectKey& key, const std::vector<std::int64_t>& in, const StageContext& ctx);
+
+  ReplayGraph rg_;
+  int steps_ = 1;
+  std::vector<int> class_steps_;         // representative step per class
+  std::vector<int> class_multiplicity_;  // steps per class
+  std::int64_t static_bytes_ = 0;
+  std::vector<double> stage_time_s_, edge_time_s_;
+  std::vector<std::int64_t> edges_;
+  TensorState scratch_;  // the replays' (one at a time)
+  // Items per (blocks) schedule: [step][stage] (stage_count = loss items).
+  std::map<std::int64_t, std::vector<std::vector<std::vector<Item>>>> items_;
+  std::map<EffectKey, std::map<std::vector<std::int64_t>, Effect>> cache_;  // by context, then incoming gradient sizes
+  std::vector<std::vector<int>> input_producers_, output_consumers_;        // per stage, sorted, same step
+  std::vector<std::vector<int>> key_stage_;  // per class: tensor key -> producer stage in that step, -1: none
+  mutable std::map<std::tuple<int, int, int, int, int>, std::int64_t> kept_cache_;  // kept_bytes() by its arguments
+};
+
+}  // namespace actmem::detail

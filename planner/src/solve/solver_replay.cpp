@@ -1,0 +1,286 @@
+#include "solve/solver_replay.h"
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+
+#include "simulate/memory_machine.h"
+
+namespace actmem::detail {
+
+ReplayGraph::ReplayGraph(const CostGraph& g)
+    : graph(g),
+      profile(memory_profile(g.run().framework, g.run().dtype, g.model().implementation)),
+      stage_count(static_cast<int>(g.stages().size())) {
+  const auto ops = g.ops();
+  op_key.resize(ops.size());
+  for (std::size_t i = 0; i < ops.size(); ++i) op_key[i] = key(ops[i].step, ops[i].stage);
+  const std::size_t n = g.tensors().size();
+  producer_key.assign(n, -1);
+  last_use_key.assign(n, -1);
+  has_grad.assign(n, 0);
+  for (std::size_t t = 0; t < n; ++t) {
+    const OpId p = g.producer(static_cast<TensorId>(t));
+    if (p >= 0) producer_key[t] = op_key[static_cast<std::size_t>(p)];
+    for (OpId c : g.consumers(static_cast<TensorId>(t)))
+      last_use_key[t] = std::max(last_use_key[t], op_key[static_cast<std::size_t>(c)]);
+  }
+  // Which tensors receive a gradient: backward runs an op when one of its
+  // outputs has one (the losses are seeded), and it gives one to every input
+  // that requires it.
+  for (std::size_t i = ops.size(); i-- > 0;) {
+    const Op& op = ops[i];
+    bool any = op.kind == OpKind::mse_loss;
+    for (TensorId t : op.outputs) any = any || has_grad[static_cast<std::size_t>(t)];
+    if (!any) continue;
+    for (TensorId t : op.inputs)
+      if (g.tensor(t).requires_grad && g.tensor(t).role == TensorRole::activation)
+        has_grad[static_cast<std::size_t>(t)] = 1;
+  }
+  local_key.assign(n, -1);
+  {
+    std::vector<int> first_of_step;
+    for (std::size_t i = 0; i < ops.size(); ++i)
+      if (first_of_step.size() <= static_cast<std::size_t>(ops[i].step)) first_of_step.push_back(static_cast<int>(i));
+    for (std::size_t i = 0; i < ops.size(); ++i)
+      for (std::size_t k = 0; k < ops[i].outputs.size(); ++k)
+        local_key[static_cast<std::size_t>(ops[i].outputs[k])] =
+            (static_cast<int>(i) - first_of_step[static_cast<std::size_t>(ops[i].step)]) * 8 + static_cast<int>(k);
+  }
+  const int steps = static_cast<int>(g.run().rollout);
+  incoming.assign(static_cast<std::size_t>(steps),
+                  std::vector<std::vector<TensorId>>(static_cast<std::size_t>(stage_count + 1)));
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = ops[i];
+    const int self = op_key[i];
+    auto& list = incoming[static_cast<std::size_t>(op.step)][static_cast<std::size_t>(op.stage)];
+    auto add = [&](TensorId t) {
+      if (!has_grad[static_cast<std::size_t>(t)] || last_use_key[static_cast<std::size_t>(t)] <= self) return;
+      if (std::find(list.begin(), list.end(), t) == list.end()) list.push_back(t);
+    };
+    for (TensorId t : op.outputs) add(t);
+    for (TensorId t : op.inputs)
+      if (g.tensor(t).role == TensorRole::activation && producer_key[static_cast<std::size_t>(t)] != self) add(t);
+  }
+  for (auto& step : incoming)
+    for (auto& list : step) std::sort(list.begin(), list.end());
+  find_first_readers();
+}
+
+// A read of t by op c that keeps t for backward: c saves it, or c is fused
+// into a consumer that saves c's output (memory_machine.cpp: save()).
+bool ReplayGraph::read_saves(OpId c, TensorId t) const {
+  const Op& op = graph.op(c);
+  const OpMemoryRule& rule = profile.rule(op.kind);
+  for (std::size_t i = 0; i < op.inputs.size(); ++i)
+    if (op.inputs[i] == t && (rule.saved_inputs & (1u << i))) return true;
+  if (rule.output_materialized) return false;
+  for (OpId d : graph.consumers(op.outputs.front()))
+    if (read_saves(d, op.outputs.front())) return true;
+  return false;
+}
+
+void ReplayGraph::find_first_readers() {
+  first_reader_key.assign(graph.tensors().size(), -1);
+  for (std::size_t t = 0; t < graph.tensors().size(); ++t) {
+    if (graph.tensor(static_cast<TensorId>(t)).role != TensorRole::activation) continue;
+    std::vector<int> readers;
+    for (OpId c : graph.consumers(static_cast<TensorId>(t)))
+      if (op_key[static_cast<std::size_t>(c)] != producer_key[t])
+        readers.push_back(op_key[static_cast<std::size_t>(c)]);
+    std::sort(readers.begin(), readers.end());
+    readers.erase(std::unique(readers.begin(), readers.end()), readers.end());
+    if (readers.size() < 2) continue;
+    bool saves = false;
+    for (OpId c : graph.consumers(static_cast<TensorId>(t)))
+      saves =
+          saves || (op_key[static_cast<std::size_t>(c)] == readers.front() && read_saves(c, static_cast<TensorId>(t)));
+    // Unplanned-for graphs are refused rather than mispredicted.
+    if (!saves)
+      throw std::logic_error("solver: " + graph.tensor(static_cast<TensorId>(t)).name +
+                             " is read by several stages and its first reader does not keep it");
+    first_reader_key[t] = readers.front();
+  }
+}
+
+namespace {
+
+// One stage on the memory machine (memory_machine.h). Buffers made before
+// the stage start live; holders outside the stage are one extra reference
+// that never goes away.
+class Replay : MemoryMachine {
+ public:
+  Replay(const ReplayGraph& rg, int step, int stage, const StageContext& ctx, TensorState& state)
+      : MemoryMachine(rg.graph, &state), rg_(rg), step_(step), stage_(stage), ctx_(ctx), state_(state) {}
+
+  StageRun run(const std::vector<Item>& items) {
+    std::vector<OpId> ops;
+    collect_ops(items, ops);
+    reset_state(ops);
+    const Keys keys = context_keys();
+    const std::vector<TensorId> externals = external_inputs(ops, keys);
+    mark_produced(items);
+    count_uses(items, 1);
+    const std::vector<TensorId> read_later = allocate_externals(externals, keys);
+    const std::vector<TensorId> held_outputs = count_output_uses(ops, keys);
+
+    StageRun result;
+    const std::int64_t start = live();
+    peak_ = start;
+    forward(items, ctx_.saving, 0, -1, Pass::forward);
+    result.forward = {peak_ - start, live() - start};
+    if (ctx_.saving) run_backward(items, ops, externals, read_later, held_outputs, result);
+    return result;
+  }
+
+ private:
+  // The keys (ReplayGraph::key) of this stage and of the context's bounds.
+  struct Keys {
+    int self;  // this stage
+    int lo;    // the context's first stage (-1: the original forward pass)
+    int hi;    // its last (kNoEnd: the original forward pass)
+    int held;  // what a holding checkpoint started at (-1: none)
+  };
+  static constexpr int kNoEnd = std::numeric_limits<int>::max();
+
+  Keys context_keys() const {
+    return {rg_.key(step_, stage_), ctx_.original_forward ? -1 : rg_.key(step_, ctx_.context_lo),
+            ctx_.original_forward ? kNoEnd : rg_.key(step_, ctx_.context_hi),
+            ctx_.held_before < 0 ? -1 : rg_.key(step_, ctx_.held_before)};
+  }
+
+  // Every entry of the state the machine reads is of these ops' tensors.
+  void reset_state(const std::vector<OpId>& ops) {
+    std::vector<TensorId> tensors;
+    for (OpId id : ops) {
+      tensors.insert(tensors.end(), g_.op(id).inputs.begin(), g_.op(id).inputs.end());
+      tensors.insert(tensors.end(), g_.op(id).outputs.begin(), g_.op(id).outputs.end());
+    }
+    state_.reset(tensors, ctx_.first_parameter_gradients);
+  }
+
+  // The activations the stage reads and does not make, once each. The
+  // context: ops of this stage are made here; so are inputs made by earlier
+  // stages inside the context's range. Inputs made elsewhere are live
+  // buffers at the start.
+  std::vector<TensorId> external_inputs(const std::vector<OpId>& ops, const Keys& keys) {
+    context_ = context_count_ = 1;
+    std::vector<TensorId> externals;
+    for (OpId id : ops)
+      for (TensorId t : g_.op(id).inputs) {
+        if (tensor(t).role != TensorRole::activation) continue;
+        if (rg_.producer_key[static_cast<std::size_t>(t)] == keys.self) continue;
+        if (std::find(externals.begin(), externals.end(), t) != externals.end()) continue;
+        externals.push_back(t);
+      }
+    for (TensorId t : externals)
+      if (rg_.producer_key[static_cast<std::size_t>(t)] >= keys.lo)
+        produced_in_[static_cast<std::size_t>(t)] = context_;
+    return externals;
+  }
+
+  // Live buffers for the external inputs, with the references that hold
+  // them. Returns the inputs a later stage of the step also reads: that
+  // read is over when this stage's backward starts (the whole forward pass
+  // ran).
+  std::vector<TensorId> allocate_externals(const std::vector<TensorId>& externals, const Keys& keys) {
+    std::vector<TensorId> read_later;
+    for (TensorId t : externals) {
+      const int pk = rg_.producer_key[static_cast<std::size_t>(t)];
+      const int first_reader = rg_.first_reader_key[static_cast<std::size_t>(t)];
+      int refs = 1;  // made before the context: held by the checkpoint that keeps it
+      if (made_here(t)) {
+        refs = uses_[static_cast<std::size_t>(t)];
+        if (consumed_after(t, keys.self, keys.hi) || pk < keys.held) ++refs;
+        if (first_reader == keys.self && ctx_.original_forward && ctx_.saving) read_later.push_back(t);
+        if (first_reader > pk && first_reader < keys.self) ++refs;  // held by its first reader
+      }
+      current(t) = allocate(tensor(t).bytes(), kActivations, refs, t);
+    }
+    return read_later;
+  }
+
+  // Outputs used later in the context: one reference for those users.
+  // Held outputs of a nested region's recomputation: one more, let go when
+  // the nested region ends; returned.
+  std::vector<TensorId> count_output_uses(const std::vector<OpId>& ops, const Keys& keys) {
+    std::vector<TensorId> held_outputs;
+    for (OpId id : ops)
+      for (TensorId t : g_.op(id).outputs) {
+        if (consumed_after(t, keys.self, keys.hi)) ++uses_[static_cast<std::size_t>(t)];
+        if (ctx_.hold_outputs && consumed_after(t, keys.hi, kNoEnd)) {
+          ++uses_[static_cast<std::size_t>(t)];
+          held_outputs.push_back(t);
+        }
+      }
+    return held_outputs;
+  }
+
+  // Backward: gradients flowing in from later stages; for the loss, its
+  // seed (the held loss goes when all seeds exist).
+  void run_backward(const std::vector<Item>& items, const std::vector<OpId>& ops,
+                    const std::vector<TensorId>& externals, const std::vector<TensorId>& read_later,
+                    const std::vector<TensorId>& held_outputs, StageRun& result) {
+    for (TensorId t : read_later) release(current(t));
+    const std::int64_t prelude = live();
+    for (OpId id : ops) seed_gradients(g_.op(id));
+    for (int b : losses_) release(b);
+    result.backward_prelude_bytes = live() - prelude;
+    for (TensorId t : rg_.incoming[static_cast<std::size_t>(step_)][static_cast<std::size_t>(stage_)]) {
+      std::int64_t bytes = tensor(t).gradient_bytes();
+      for (const auto& [u, b] : ctx_.incoming_grads)
+        if (u == t) bytes = b;
+      grad(t) = allocate(bytes, kGradients, 1);
+    }
+    const std::int64_t start = live();
+    peak_ = start;
+    region_depth_ = ctx_.in_region ? 1 : 0;
+    backward(items, 0, -1);
+    result.backward = {peak_ - start, live() - start};
+    const std::int64_t before = live();
+    for (TensorId t : held_outputs)
+      if (current(t) >= 0) release(current(t));
+    result.released_at_end_bytes = before - live();
+    for (TensorId t : externals)
+      if (grad(t) >= 0) result.outgoing_grads.emplace_back(t, buffer(grad(t)).bytes);
+  }
+
+  bool consumed_after(TensorId t, int self, int hi) const {
+    for (OpId c : g_.consumers(t)) {
+      const int k = rg_.op_key[static_cast<std::size_t>(c)];
+      if (k > self && k <= hi) return true;
+    }
+    return false;
+  }
+
+  void collect_ops(const std::vector<Item>& items, std::vector<OpId>& ops) const {
+    for (const Item& item : items) {
+      if (item.kind == Item::Kind::op)
+        ops.push_back(item.op);
+      else
+        collect_ops(item.children, ops);
+    }
+  }
+
+  // Only the peak matters here; time is the search's (additive) concern.
+  void on_forward(const Op&, double, Pass) override {}
+  void on_backward(const Op&, double) override {}
+  void sample_op(Pass, const Op&, int) override { peak_ = std::max(peak_, live()); }
+  void sample_concat(Pass, const Item&) override { peak_ = std::max(peak_, live()); }
+  void sample_transient() override { peak_ = std::max(peak_, live()); }
+
+  const ReplayGraph& rg_;
+  int step_, stage_;
+  StageContext ctx_;
+  TensorState& state_;
+  std::int64_t peak_ = 0;
+};
+
+}  // namespace
+
+StageRun replay_stage(const ReplayGraph& rg, const std::vector<Item>& items, int step, int stage,
+                      const StageContext& ctx, TensorState& state) {
+  return Replay(rg, step, stage, ctx, state).run(items);
+}
+
+}  // namespace actmem::detail

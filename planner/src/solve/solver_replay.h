@@ -1,0 +1,118 @@
+#pragma once
+// The solver's stage-level cost model: replays ONE stage of one rollout step
+// on the simulator's engine (memory_machine.h) in a given checkpoint
+// context and measures what it does to device memory, relative to the
+// memory just before it runs.
+//
+// The simulator's peak decomposes over these measurements (docs/solver.md):
+// every buffer a stage touches is either made by the stage, an input made
+// by an earlier stage (freed by the stage unless something holds it longer),
+// or a gradient flowing in from a later stage. A context says which of those
+// holders exist; the op-level rules are the engine's, the same the
+// simulator runs. Tests check the composition against simulate() plan by
+// plan.
+
+#include <cstdint>
+#include <vector>
+
+#include "actmem/cost/cost_graph.h"
+#include "actmem/cost/memory_profile.h"
+#include "simulate/memory_machine.h"
+#include "simulate/schedule.h"
+
+namespace actmem::detail {
+
+// Memory effect of one execution, relative to the memory before it.
+struct StageEffect {
+  std::int64_t peak_bytes = 0;   // highest memory reached (>= 0: the start counts)
+  std::int64_t delta_bytes = 0;  // memory after minus memory before
+};
+
+// How a stage runs. Stages are indices into CostGraph::stages().
+struct StageContext {
+  // Liveness context: [context_lo, context_hi] are the stages whose forward
+  // runs in the same execution (the whole step for the original forward
+  // pass, a region's stages for its recomputation). Tensors made before
+  // context_lo are not made here: held by a checkpoint, never freed by use.
+  bool original_forward = true;
+  int context_lo = 0;
+  int context_hi = 0;
+  // Ops keep what backward needs, and edge blocks keep their inputs
+  // (checkpoints keep inputs at the saving level only).
+  bool saving = true;
+  // Inputs made before stage `held_before` of this step (earlier steps
+  // included) are held by an enclosing checkpoint beyond this stage, so
+  // using them frees nothing. -1: none is.
+  int held_before = -1;
+  // Backward (only after a saving execution):
+  // The stage runs inside a region's backward, so blocked edge updates hold
+  // their recomputed output through each block's backward (nested
+  // checkpoints, where the framework does that).
+  bool in_region = false;
+  // The stage is a child of a nested region whose recomputation keeps its
+  // outputs (those used outside [context_lo, context_hi]) until the nested
+  // region's backward ends: reported as released_at_end_bytes.
+  bool hold_outputs = false;
+  // Parameter gradients not yet allocated (the first rollout step to run
+  // backward, i.e. the last one) are allocated and stay; otherwise each
+  // parameter gradient is a transient.
+  bool first_parameter_gradients = true;
+  // Gradient buffers that exist when the stage's backward starts (of its
+  // outputs, and of inputs used again later), by tensor: their bytes. A
+  // gradient handed over by a later stage may be a view that keeps a larger
+  // buffer alive (a slice of a concat's gradient), so its size is part of
+  // the boundary between stages. Tensors not listed: the tensor's size.
+  std::vector<std::pair<TensorId, std::int64_t>> incoming_grads;
+};
+
+struct StageRun {
+  StageEffect forward;
+  StageEffect backward;                    // zero unless ctx.saving
+  std::int64_t released_at_end_bytes = 0;  // freed when the enclosing nested region ends (hold_outputs)
+  // Loss stage: what the start of the backward pass does to memory for this
+  // step (its gradient seed allocated, the held loss released).
+  std::int64_t backward_prelude_bytes = 0;
+  // Gradient buffers the backward hands to earlier stages (of inputs made
+  // before this stage), by tensor: their bytes.
+  std::vector<std::pair<TensorId, std::int64_t>> outgoing_grads;
+};
+
+// Facts about the whole graph the replay needs, computed once.
+struct ReplayGraph {
+  ReplayGraph(const CostGraph& graph);
+  const CostGraph& graph;
+  MemoryProfile profile;
+  int stage_count = 0;            // stages of one step; the loss is stage_count
+  std::vector<int> op_key;        // per op: step * (stage_count + 1) + stage (chain order)
+  std::vector<int> producer_key;  // per tensor: op_key of its producer, -1 for inputs/parameters
+  std::vector<int> last_use_key;  // per tensor: largest op_key of a consumer, -1 if none
+  std::vector<char> has_grad;     // per tensor: backward gives it a gradient
+  // Per (step, stage) of the chain (loss = stage_count): tensors whose
+  // gradient exists when the stage's backward starts, sorted.
+  std::vector<std::vector<std::vector<TensorId>>> incoming;
+  // Per tensor: an identity shared by the same tensor in every rollout step
+  // (its producer's position within the step's ops, and output index); -1
+  // for inputs and parameters.
+  std::vector<int> local_key;
+  // Per tensor read by two or more stages besides its producer's (JAX's
+  // rollout carry: the step's encoder and its next carry): the key of the
+  // first reader, which holds it until its own backward (its read saves it,
+  // or a checkpoint keeps it); -1 otherwise. For a later reader the tensor
+  // is held; the first reader frees it in its backward.
+  std::vector<int> first_reader_key;
+  int key(int step, int stage) const { return step * (stage_count + 1) + stage; }
+
+ private:
+  bool read_saves(OpId reader, TensorId t) const;
+  void find_first_readers();
+};
+
+// Replays stage `stage` of rollout step `step` (stage == stage_count: the
+// loss ops), whose items (one stage of a schedule, edge update blocked or
+// not) are `items`: its forward execution in `ctx` and, when ctx.saving,
+// its backward right after. `state` is scratch the replay resets as it
+// needs (sized to the graph's tensors; reused across replays).
+StageRun replay_stage(const ReplayGraph& rg, const std::vector<Item>& items, int step, int stage,
+                      const StageContext& ctx, TensorState& state);
+
+}  // namespace actmem::detail

@@ -1,0 +1,27 @@
+#pragma once
+// JSON text to values, bounded: every file and document actmem reads goes
+// through here, so that no input can exhaust the stack or the memory
+// (actmem/util/limits.h) and every problem in it is an InputError naming the
+// source and the place.
+
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace actmem::detail {
+
+// Parses JSON text. A syntax error is InputError("source:line:column", "",
+// "invalid JSON: …"); a number beyond float64 (1e400) or arrays and
+// objects nested deeper than kMaxJsonDepth are InputErrors naming the JSON
+// pointer of the value.
+nlohmann::json parse_json(std::string_view text, const std::string& source);
+
+// Reads and parses a JSON file of at most kMaxJsonFileBytes; a file that
+// cannot be read is an InputError too.
+nlohmann::json read_json_file(const std::string& path);
+
+// A JSON pointer segment: "~" and "/" escaped as RFC 6901 requires.
+std::string pointer_segment(std::string_view key);
+
+}  // namespace actmem::detail
