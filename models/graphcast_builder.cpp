@@ -91,11 +91,7 @@ class GraphCastBuilder {
     in.g2m = input("grid2mesh_edge_features", m_.grid2mesh_edges * run_.batch, m_.edge_features, feature_bytes());
     in.mesh_edges = input("mesh_edge_features", m_.mesh_edges * run_.batch, m_.edge_features, feature_bytes());
     in.m2g = input("mesh2grid_edge_features", m_.mesh2grid_edges * run_.batch, m_.edge_features, feature_bytes());
-    g2m_ = {input("grid2mesh_senders", m_.grid2mesh_edges, 1, 8),
-            input("grid2mesh_receivers", m_.grid2mesh_edges, 1, 8)};
-    mesh_ = {input("mesh_senders", m_.mesh_edges, 1, 8), input("mesh_receivers", m_.mesh_edges, 1, 8)};
-    m2g_ = {input("mesh2grid_senders", m_.mesh2grid_edges, 1, 8),
-            input("mesh2grid_receivers", m_.mesh2grid_edges, 1, 8)};
+    index_inputs(8);
     return in;
   }
 
@@ -108,11 +104,7 @@ class GraphCastBuilder {
     in.g2m = input("grid2mesh_edge_features", m_.grid2mesh_edges, m_.edge_features, 4);
     in.mesh_edges = input("mesh_edge_features", m_.mesh_edges, m_.edge_features, 4);
     in.m2g = input("mesh2grid_edge_features", m_.mesh2grid_edges, m_.edge_features, 4);
-    g2m_ = {input("grid2mesh_senders", m_.grid2mesh_edges, 1, 4),
-            input("grid2mesh_receivers", m_.grid2mesh_edges, 1, 4)};
-    mesh_ = {input("mesh_senders", m_.mesh_edges, 1, 4), input("mesh_receivers", m_.mesh_edges, 1, 4)};
-    m2g_ = {input("mesh2grid_senders", m_.mesh2grid_edges, 1, 4),
-            input("mesh2grid_receivers", m_.mesh2grid_edges, 1, 4)};
+    index_inputs(4);
     return in;
   }
 
@@ -172,6 +164,16 @@ class GraphCastBuilder {
 
   TensorId input(const std::string& name, std::int64_t rows, std::int64_t cols, int bytes) {
     return b_.add_tensor({name, rows, cols, bytes, TensorRole::input, false});
+  }
+  // The sender and receiver indices of the three edge sets, `bytes` each
+  // (PyTorch's int64, JAX's int32).
+  void index_inputs(int bytes) {
+    auto edge_set = [&](const std::string& name, std::int64_t edges) {
+      return Edges{input(name + "_senders", edges, 1, bytes), input(name + "_receivers", edges, 1, bytes)};
+    };
+    g2m_ = edge_set("grid2mesh", m_.grid2mesh_edges);
+    mesh_ = edge_set("mesh", m_.mesh_edges);
+    m2g_ = edge_set("mesh2grid", m_.mesh2grid_edges);
   }
   TensorId activation(const std::string& name, std::int64_t rows, std::int64_t cols, int bytes) {
     return b_.add_tensor({prefix() + "." + name, rows, cols, bytes, TensorRole::activation, true});

@@ -12,20 +12,6 @@ namespace actmem::python {
 
 namespace {
 
-// "~" and "/" in keys escaped as JSON pointers require.
-std::string escape_key(const std::string& key) {
-  std::string out;
-  for (char c : key) {
-    if (c == '~')
-      out += "~0";
-    else if (c == '/')
-      out += "~1";
-    else
-      out += c;
-  }
-  return out;
-}
-
 nlohmann::json to_json_at(py::handle value, const std::string& source, const std::string& pointer, int depth);
 
 nlohmann::json object_of(py::handle value, const std::string& source, const std::string& pointer, int depth) {
@@ -37,7 +23,7 @@ nlohmann::json object_of(py::handle value, const std::string& source, const std:
     if (!PyUnicode_Check(key))
       throw InputError(source, pointer, "expected str keys, got a key of type " + type_name(key));
     const std::string name = text_of(key, source, pointer);
-    object[name] = to_json_at(item, source, pointer + "/" + escape_key(name), depth + 1);
+    object[name] = to_json_at(item, source, pointer + "/" + pointer_segment(name), depth + 1);
   }
   return object;
 }

@@ -58,11 +58,7 @@ std::vector<InnerRegionProgram::StageOption> InnerRegionProgram::stage_options(c
     costs.push_back(std::move(cost));
     options.push_back(std::move(o));
   }
-  const std::vector<char> keep = needed_options(costs);
-  std::vector<StageOption> kept;
-  for (std::size_t i = 0; i < options.size(); ++i)
-    if (keep[i]) kept.push_back(std::move(options[i]));
-  return kept;
+  return keep_needed(std::move(options), costs);
 }
 
 // Puts `option`'s stage left of every label, into the bucket of its

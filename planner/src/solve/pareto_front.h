@@ -125,4 +125,15 @@ inline std::vector<char> needed_options(const std::vector<OptionCosts>& options)
   return out;
 }
 
+// The options needed_options() keeps, in their order; costs[i] are
+// options[i]'s.
+template <typename Option>
+std::vector<Option> keep_needed(std::vector<Option> options, const std::vector<OptionCosts>& costs) {
+  const std::vector<char> keep = needed_options(costs);
+  std::vector<Option> kept;
+  for (std::size_t i = 0; i < options.size(); ++i)
+    if (keep[i]) kept.push_back(std::move(options[i]));
+  return kept;
+}
+
 }  // namespace actmem::detail

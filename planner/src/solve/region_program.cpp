@@ -144,11 +144,7 @@ const std::vector<RegionProgram::ChildOption>& RegionProgram::child_options(int 
     costs.push_back(std::move(cost));
     options.push_back(std::move(o));
   }
-  const std::vector<char> keep = needed_options(costs);
-  std::vector<ChildOption> kept;
-  for (std::size_t i = 0; i < options.size(); ++i)
-    if (keep[i]) kept.push_back(std::move(options[i]));
-  return by_boundary.emplace(std::move(boundary), std::move(kept)).first->second;
+  return by_boundary.emplace(std::move(boundary), keep_needed(std::move(options), costs)).first->second;
 }
 
 }  // namespace actmem::detail

@@ -209,10 +209,7 @@ const Effect& ChainModel::saving_recompute(int c, int s, std::int64_t blocks, in
                                            bool hold_outputs, const std::vector<std::int64_t>& in) {
   lo = norm_lo(s, lo);
   hi = norm_hi(s, hi);
-  StageContext ctx;
-  ctx.original_forward = false;
-  ctx.context_lo = lo;
-  ctx.context_hi = hi;
+  StageContext ctx = StageContext::recomputation(lo, hi);
   ctx.in_region = true;
   ctx.hold_outputs = hold_outputs;
   return cached({c, s, blocks, kind, lo, hi, 0}, in, ctx);
@@ -227,10 +224,7 @@ const Effect& ChainModel::recompute_in_inner(int c, int s, std::int64_t blocks, 
   a = norm_lo(s, a);
   b = norm_hi(s, b);
   inner_from = norm_lo(s, inner_from);
-  StageContext ctx;
-  ctx.original_forward = false;
-  ctx.context_lo = a;
-  ctx.context_hi = b;
+  StageContext ctx = StageContext::recomputation(a, b);
   ctx.saving = false;
   ctx.held_before = inner_from;  // the inner region keeps its inputs from here
   return cached({c, s, blocks, kRecomputeInInner, a, b, inner_from}, {}, ctx);

@@ -157,6 +157,7 @@ class Replay : MemoryMachine {
       tensors.insert(tensors.end(), g_.op(id).outputs.begin(), g_.op(id).outputs.end());
     }
     state_.reset(tensors, ctx_.first_parameter_gradients);
+    context_ = context_count_ = 1;  // the stage's execution is context 1
   }
 
   // The activations the stage reads and does not make, once each. The
@@ -164,7 +165,6 @@ class Replay : MemoryMachine {
   // stages inside the context's range. Inputs made elsewhere are live
   // buffers at the start.
   std::vector<TensorId> external_inputs(const std::vector<OpId>& ops, const Keys& keys) {
-    context_ = context_count_ = 1;
     std::vector<TensorId> externals;
     for (OpId id : ops)
       for (TensorId t : g_.op(id).inputs) {

@@ -63,6 +63,16 @@ struct StageContext {
   // buffer alive (a slice of a concat's gradient), so its size is part of
   // the boundary between stages. Tensors not listed: the tensor's size.
   std::vector<std::pair<TensorId, std::int64_t>> incoming_grads;
+
+  // The recomputation of stages [lo, hi] of a region (not the original
+  // forward pass); everything else as the defaults.
+  static StageContext recomputation(int lo, int hi) {
+    StageContext ctx;
+    ctx.original_forward = false;
+    ctx.context_lo = lo;
+    ctx.context_hi = hi;
+    return ctx;
+  }
 };
 
 struct StageRun {

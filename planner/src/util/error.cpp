@@ -72,4 +72,17 @@ InputError::InputError(std::string source, std::string field, std::string messag
       field_(std::move(field)),
       message_(std::move(message)) {}
 
+std::string pointer_segment(std::string_view key) {
+  std::string out;
+  for (const char c : key) {
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else
+      out += c;
+  }
+  return out;
+}
+
 }  // namespace actmem

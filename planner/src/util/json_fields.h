@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actmem/util/error.h"
 #include "util/json_text.h"
 
 namespace actmem::detail {

@@ -121,19 +121,6 @@ class BoundedDocument final : public nlohmann::json_sax<json> {
 
 }  // namespace
 
-std::string pointer_segment(std::string_view key) {
-  std::string out;
-  for (const char c : key) {
-    if (c == '~')
-      out += "~0";
-    else if (c == '/')
-      out += "~1";
-    else
-      out += c;
-  }
-  return out;
-}
-
 nlohmann::json parse_json(std::string_view text, const std::string& source) {
   BoundedDocument document(text, source);
   json::sax_parse(text.begin(), text.end(), &document);

@@ -21,7 +21,4 @@ nlohmann::json parse_json(std::string_view text, const std::string& source);
 // cannot be read is an InputError too.
 nlohmann::json read_json_file(const std::string& path);
 
-// A JSON pointer segment: "~" and "/" escaped as RFC 6901 requires.
-std::string pointer_segment(std::string_view key);
-
 }  // namespace actmem::detail

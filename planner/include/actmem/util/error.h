@@ -38,4 +38,8 @@ class InputError : public std::runtime_error {
 std::string one_line(std::string_view text);
 inline constexpr std::size_t kMaxMessageBytes = 2048;
 
+// One segment of an InputError's field: `key` with "~" and "/" escaped as
+// JSON pointers require (RFC 6901), so "/edges/a~1b" names key "a/b".
+std::string pointer_segment(std::string_view key);
+
 }  // namespace actmem
