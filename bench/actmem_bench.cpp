@@ -85,8 +85,7 @@ int main(int argc, char** argv) {
   run.framework = Framework::jax;
   const CostGraph graph = CostGraph::build(model, run);
   const Solution solution = solve(graph, device, device.memory_bytes, options);
-  const Report deepmind =
-      simulate(graph, device, device.memory_bytes, builtin_plan("deepmind", graph.stages(), edges_per_stage(graph)));
+  const Report deepmind = simulate(graph, device, device.memory_bytes, builtin_plan("deepmind", graph.chain()));
   const Solution least = minimum_memory(graph, device, options);
   fmt::print("\njax, rollout 1, {}:\n", device.id);
   fmt::print("  solver:   {}\n            peak {:.2f} GiB ({}), step {:.4f} s, recompute +{:.1f}%\n",
@@ -94,9 +93,8 @@ int main(int argc, char** argv) {
              solution.feasible ? "fits" : "does not fit", solution.report.step_time_s,
              100 * solution.report.recompute_overhead());
   fmt::print("  deepmind: {}\n            peak {:.2f} GiB ({}), step {:.4f} s, recompute +{:.1f}%\n",
-             describe(builtin_plan("deepmind", graph.stages(), edges_per_stage(graph)), graph.stages()),
-             gib(deepmind.peak_bytes), deepmind.fits ? "fits" : "does not fit", deepmind.step_time_s,
-             100 * deepmind.recompute_overhead());
+             describe(builtin_plan("deepmind", graph.chain()), graph.stages()), gib(deepmind.peak_bytes),
+             deepmind.fits ? "fits" : "does not fit", deepmind.step_time_s, 100 * deepmind.recompute_overhead());
   fmt::print("  least memory any plan needs: {:.2f} GiB ({})\n", gib(least.min_peak_bytes),
              describe(least.plan, graph.stages()));
   return 0;

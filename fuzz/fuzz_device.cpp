@@ -15,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     expect(to_json(device_from_json(to_json(d), "again.json", "")) == to_json(d), "a device reads back from its JSON");
     expect(budget_within(d, d.memory_bytes, "budget") == d.memory_bytes, "the whole memory is a budget");
     const CostGraph& g = fuzz::tiny_graph();
-    const Report r = simulate(g, d, d.memory_bytes, builtin_plan("deepmind:4", g.stages(), edges_per_stage(g)));
+    const Report r = simulate(g, d, d.memory_bytes, builtin_plan("deepmind:4", g.chain()));
     expect(std::isfinite(r.step_time_s) && r.step_time_s > 0, "a finite step time");
     expect(r.breakdown.reserved == d.reserve_bytes, "the reserve is part of the peak");
     expect(r.fits == (r.memory_modelled && r.peak_bytes <= d.memory_bytes), "fits is the peak against the budget");

@@ -42,7 +42,7 @@ void check_step(const ModelDescription& m) {
   const CostGraph g = CostGraph::build(m, run_for(m));
   const Device device = device_with_memory(kMaxDeviceBytes);
   for (const char* plan : {"none", "full", "deepmind:3"})
-    check_report(simulate(g, device, device.memory_bytes, builtin_plan(plan, g.stages(), edges_per_stage(g))));
+    check_report(simulate(g, device, device.memory_bytes, builtin_plan(plan, g.chain())));
   if (m.processor_steps <= 2 && g.run().rollout == 1) {  // the solver in milliseconds
     const Solution s = minimum_memory(g, device);
     check_report(s.report);

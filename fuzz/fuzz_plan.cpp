@@ -15,7 +15,7 @@ using namespace actmem;
 // The plan of a document or a built-in name; nothing for a document whose
 // model has a costly geometry (skipped, fuzz_support.h).
 std::optional<Plan> plan_of(std::string_view text, const CostGraph& g) {
-  if (!text.starts_with("{")) return builtin_plan(text, g.stages(), edges_per_stage(g));
+  if (!text.starts_with("{")) return builtin_plan(text, g.chain());
   const nlohmann::json document = detail::parse_json(text, "plan.json");
   if (document.is_object() && document.contains("model") && fuzz::costly_geometry(document["model"]))
     return std::nullopt;
@@ -31,7 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::optional<Plan> plan = plan_of(fuzz::text_of(data, size), g);
     if (!plan) return 0;
     const nlohmann::json back = plan_to_json(*plan, g.stages());
-    expect(plan_from_json(back, g.stages(), edges_per_stage(g), "again.json") == *plan, "a plan reads back");
+    expect(plan_from_json(back, g.chain(), "again.json") == *plan, "a plan reads back");
     const Device device = load_device("a100-80gb");
     const Report r = simulate(g, device, device.memory_bytes, *plan);
     expect(r.peak_bytes > 0 && r.peak_bytes == r.breakdown.total(), "the peak is the sum of its parts");

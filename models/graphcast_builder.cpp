@@ -30,7 +30,7 @@ class GraphCastBuilder {
   GraphCastBuilder(const ModelDescription& m, const RunOptions& run)
       : m_(m),
         run_(run),
-        b_(m, run, stage_names(m)),
+        b_(m, run, stage_chain(m)),
         act_bytes_(element_bytes(run.dtype)),
         autocast_(run.framework == Framework::pytorch && run.dtype != DType::float32) {}
 
@@ -150,15 +150,20 @@ class GraphCastBuilder {
     TensorId ln_scale = -1, ln_offset = -1;
   };
 
-  static std::vector<std::string> stage_names(const ModelDescription& m) {
-    std::vector<std::string> names{"encoder", "mesh_edge_embed"};
-    for (std::int64_t k = 0; k < m.processor_steps; ++k) names.push_back(fmt::format("processor.{}", k));
-    names.emplace_back("decoder");
-    return names;
+  // GraphCast's chain: the encoder's message passing over the grid2mesh
+  // edges, the mesh edges' embedding, one processor step per mesh message
+  // passing, the decoder's over the mesh2grid edges.
+  static std::vector<Stage> stage_chain(const ModelDescription& m) {
+    std::vector<Stage> chain{{"encoder", StageRole::encoder, m.grid2mesh_edges},
+                             {"mesh_edge_embed", StageRole::embedding, 0}};
+    for (std::int64_t k = 0; k < m.processor_steps; ++k)
+      chain.push_back({fmt::format("processor.{}", k), StageRole::processor, m.mesh_edges});
+    chain.push_back({"decoder", StageRole::decoder, m.mesh2grid_edges});
+    return chain;
   }
   int loss_stage() const { return static_cast<int>(m_.processor_steps) + 3; }
   std::string prefix() const {
-    const std::string stage = stage_ == loss_stage() ? "loss" : stage_names(m_)[static_cast<std::size_t>(stage_)];
+    const std::string stage = b_.stage_name(stage_);  // "loss" past the chain
     return run_.rollout > 1 ? fmt::format("step{}.{}", step_, stage) : stage;
   }
 

@@ -49,7 +49,6 @@ ReportFigures gather_figures(const CostGraph& graph, const Device& device, std::
   f.device = device;
   f.budget_bytes = budget_bytes;
   f.stages = graph.stages();
-  f.edges_per_stage = edges_per_stage(graph);
   f.plan = plan;
   f.plan_origin = std::move(plan_origin);
 
@@ -69,8 +68,8 @@ ReportFigures gather_figures(const CostGraph& graph, const Device& device, std::
   f.exports = trainer_exports(graph, device, budget_bytes, plan, f.report);
   f.marks.push_back(mark("chosen", "this plan", f.report));
   f.marks.push_back(mark("none", "no checkpoints", simulate(graph, device, budget_bytes, empty_plan(f.stages))));
-  f.marks.push_back(mark("full", "full checkpointing",
-                         simulate(graph, device, budget_bytes, builtin_plan("full", f.stages, f.edges_per_stage))));
+  f.marks.push_back(
+      mark("full", "full checkpointing", simulate(graph, device, budget_bytes, builtin_plan("full", graph.chain()))));
   for (MarkedPlan& m : trainer_marks(f.exports, budget_bytes)) f.marks.push_back(std::move(m));
 
   int step = 4;

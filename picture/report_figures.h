@@ -47,7 +47,6 @@ struct ReportFigures {
   Device device;
   std::int64_t budget_bytes = 0;
   std::vector<std::string> stages;
-  std::vector<std::int64_t> edges_per_stage;
 
   Plan plan;
   std::string plan_origin;            // "the solver's fastest plan that fits", "plan.json", "built-in plan deepmind"

@@ -53,7 +53,7 @@ TEST_SUITE("api") {
     const Setup s;
     for (const std::string name : {"none", "every:2", "deepmind:3"}) {
       CAPTURE(name);
-      const Plan plan = builtin_plan(name, s.graph.stages(), edges_per_stage(s.graph));
+      const Plan plan = builtin_plan(name, s.graph.chain());
       const nlohmann::json document = plan_to_document(s.graph, s.device, s.device.memory_bytes, plan);
       CHECK(document["format"] == "actmem.plan");
       CHECK(document["predicted"] == to_json(simulate(s.graph, s.device, s.device.memory_bytes, plan)));

@@ -211,7 +211,7 @@ TEST_SUITE("cost graph") {
   }
 
   TEST_CASE("cost graph: a hold outside its tensor's stage is refused as a builder bug") {
-    CostGraphBuilder b(testing::tiny_model(1), RunOptions{}, {"a", "b"});
+    CostGraphBuilder b(testing::tiny_model(1), RunOptions{}, {{"a"}, {"b"}});
     const TensorId x = b.add_tensor({"x", 4, 4, 4, TensorRole::input, false});
     const TensorId y = b.add_tensor({"y", 4, 4, 4, TensorRole::activation, true});
     const TensorId z = b.add_tensor({"z", 4, 4, 4, TensorRole::activation, true});

@@ -37,9 +37,7 @@ CostGraph trainer_graph(const CostGraph& g, const nlohmann::json& e) {
   return CostGraph::build(model_from_json(model, "export"), g.run());
 }
 
-Plan parse(const CostGraph& g, const nlohmann::json& plan) {
-  return plan_from_json(plan, g.stages(), edges_per_stage(g), "export");
-}
+Plan parse(const CostGraph& g, const nlohmann::json& plan) { return plan_from_json(plan, g.chain(), "export"); }
 
 // The plan from the stage names of a plan file.
 Plan plan_of(const CostGraph& g, const char* text) { return parse(g, nlohmann::json::parse(text)); }
@@ -50,7 +48,7 @@ TEST_SUITE("exports") {
   TEST_CASE("every export's predicted is the simulation of the plan the trainer runs, on its own implementation") {
     for (std::int64_t rollout : {1, 3}) {
       const CostGraph g = graph(rollout);
-      const Plan plan = builtin_plan("deepmind:4", g.stages(), edges_per_stage(g));
+      const Plan plan = builtin_plan("deepmind:4", g.chain());
       const std::int64_t budget = simulate(g, roomy(), 0, plan).peak_bytes;
       const nlohmann::json exports = exports_for(g, plan, budget);
       for (const std::string& name : trainer_export_names()) {
@@ -181,7 +179,7 @@ TEST_SUITE("exports") {
     CHECK(e.at("exact").get<bool>());
     CHECK(e.at("snippet") == "predictor = autoregressive.Predictor(predictor, gradient_checkpointing=True)\n");
 
-    for (const detail::KnobSetting& s : detail::deep_gnn_settings(one, edges_per_stage(one))) {
+    for (const detail::KnobSetting& s : detail::deep_gnn_settings(one, edges_per_stage(one.chain()))) {
       CHECK(s.config.contains("remat_mesh_to_grid_gnn"));
       CHECK(s.config.at("mesh_to_grid_model_ctor").at("deep_gnn_kwargs").contains("edge_update_remat_block_size"));
       CHECK(s.config.at("mesh_model_ctor").at("deep_gnn_kwargs").contains("remat_block_size"));

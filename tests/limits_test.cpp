@@ -88,7 +88,7 @@ TEST_SUITE("limits") {
       const Device device = device_with_memory(kMaxDeviceBytes);
       for (const char* plan : {"none", "full", "deepmind:1024"}) {
         CAPTURE(plan);
-        const Report r = simulate(g, device, device.memory_bytes, builtin_plan(plan, g.stages(), edges_per_stage(g)));
+        const Report r = simulate(g, device, device.memory_bytes, builtin_plan(plan, g.chain()));
         CHECK(r.breakdown.inputs > 0);
         CHECK(r.peak_bytes > r.breakdown.inputs + r.breakdown.activations);
         CHECK(r.peak_bytes == r.breakdown.total());
@@ -157,10 +157,10 @@ TEST_SUITE("limits") {
     for (const char* name : {"every:4294967296", "every:4294967297", "every:99999999999999999999", "every:-1",
                              "every:+2", "every:0x2", "deepmind:1025", "deepmind:"}) {
       CAPTURE(name);
-      CHECK_THROWS_AS(builtin_plan(name, g.stages(), edges_per_stage(g)), InputError);
+      CHECK_THROWS_AS(builtin_plan(name, g.chain()), InputError);
     }
-    CHECK(builtin_plan("every:16", g.stages(), edges_per_stage(g)).checkpoints == std::vector<Region>{{2, 5, {}}});
-    CHECK(builtin_plan("deepmind:1024", g.stages(), edges_per_stage(g)).edge_blocks.front() == 1024);
+    CHECK(builtin_plan("every:16", g.chain()).checkpoints == std::vector<Region>{{2, 5, {}}});
+    CHECK(builtin_plan("deepmind:1024", g.chain()).edge_blocks.front() == 1024);
   }
 
   TEST_CASE("limits: plans made in code are checked by simulate(), as documents are") {
@@ -211,7 +211,7 @@ TEST_SUITE("limits") {
     // A 0.5 KB plan with the largest edge_blocks took 12-13 GiB with --timeline.
     const CostGraph g = CostGraph::build(testing::tiny_model(), run_of(1, 12));
     const Device device = load_device("a100-80gb");
-    const Plan plan = builtin_plan("deepmind:1024", g.stages(), edges_per_stage(g));
+    const Plan plan = builtin_plan("deepmind:1024", g.chain());
     SimulationOptions options;
     options.record_timeline = true;
     CHECK_THROWS_WITH_AS(simulate(g, device, device.memory_bytes, plan, options),

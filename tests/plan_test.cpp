@@ -17,9 +17,7 @@ const CostGraph& tiny_graph() {
   return g;
 }
 
-Plan parse(const char* text) {
-  return plan_from_json(nlohmann::json::parse(text), tiny_graph().stages(), edges_per_stage(tiny_graph()), "p.json");
-}
+Plan parse(const char* text) { return plan_from_json(nlohmann::json::parse(text), tiny_graph().chain(), "p.json"); }
 
 }  // namespace
 
@@ -35,7 +33,7 @@ TEST_SUITE("plan") {
     CHECK(p.edge_blocks[0] == 7);
     CHECK(p.edge_blocks[3] == 3);
     const nlohmann::json back = plan_to_json(p, tiny_graph().stages());
-    CHECK(plan_from_json(back, tiny_graph().stages(), edges_per_stage(tiny_graph()), "back") == p);
+    CHECK(plan_from_json(back, tiny_graph().chain(), "back") == p);
   }
 
   TEST_CASE("plans: bad regions and blocks are errors naming the field") {
@@ -63,8 +61,8 @@ TEST_SUITE("plan") {
          "p.json: /edge_blocks/encoder: expected a positive integer of at most 1024 (actmem's limit on edge blocks), "
          "got 3001"},
         {"no edge update", R"({"checkpoints": [], "edge_blocks": {"mesh_edge_embed": 2}})",
-         "p.json: /edge_blocks/mesh_edge_embed: stage has no edge update to block (only encoder, processor.k and "
-         "decoder do)"},
+         "p.json: /edge_blocks/mesh_edge_embed: stage has no edge update to block (only encoder, "
+         "processor.0..processor.3, decoder have one)"},
         {"not a list", R"({"checkpoints": {"from": "encoder"}})",
          "p.json: /checkpoints: expected a list of regions, got {\"from\":\"encoder\"}"},
         {"missing to", R"({"checkpoints": [{"from": "encoder"}]})",
@@ -78,21 +76,21 @@ TEST_SUITE("plan") {
 
   TEST_CASE("plans: built-in plans have the documented shape") {
     const auto& stages = tiny_graph().stages();
-    const auto edges = edges_per_stage(tiny_graph());
-    CHECK(builtin_plan("none", stages, edges).checkpoints.empty());
-    CHECK(builtin_plan("full", stages, edges).checkpoints.size() == stages.size());
-    const Plan every = builtin_plan("every:3", stages, edges);
+    const auto chain = tiny_graph().chain();
+    CHECK(builtin_plan("none", chain).checkpoints.empty());
+    CHECK(builtin_plan("full", chain).checkpoints.size() == stages.size());
+    const Plan every = builtin_plan("every:3", chain);
     REQUIRE(every.checkpoints.size() == 2);
     CHECK(every.checkpoints[0] == Region{2, 4, {}});
     CHECK(every.checkpoints[1] == Region{5, 5, {}});
-    const Plan dm = builtin_plan("deepmind:5", stages, edges);
+    const Plan dm = builtin_plan("deepmind:5", chain);
     CHECK(dm.edge_blocks.front() == 5);
     CHECK(dm.edge_blocks.back() == 5);
     CHECK(dm.checkpoints.front() == Region{0, 0, {}});
     CHECK(dm.checkpoints.back() == Region{6, 6, {}});
-    CHECK_THROWS_WITH_AS(builtin_plan("every:0", stages, edges),
+    CHECK_THROWS_WITH_AS(builtin_plan("every:0", chain),
                          "--plan: expected every:N with N an integer from 1 to 16, got 'every:0'", InputError);
-    CHECK_THROWS_AS(builtin_plan("sometimes", stages, edges), InputError);
+    CHECK_THROWS_AS(builtin_plan("sometimes", chain), InputError);
   }
 
   TEST_CASE("plan documents: a plan for another model is refused") {

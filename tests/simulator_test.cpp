@@ -24,7 +24,7 @@ Report run_plan(const CostGraph& g, const Plan& plan, bool timeline = false) {
   return simulate(g, device, device.memory_bytes, plan, options);
 }
 
-Plan builtin(const CostGraph& g, const char* name) { return builtin_plan(name, g.stages(), edges_per_stage(g)); }
+Plan builtin(const CostGraph& g, const char* name) { return builtin_plan(name, g.chain()); }
 
 }  // namespace
 
@@ -207,7 +207,7 @@ TEST_SUITE("simulator") {
         Plan nested = empty_plan(g.stages());
         nested.checkpoints.push_back({0, n - 1, {{1, 3, {}}}});
         plans.push_back(nested);
-        const std::vector<std::int64_t> edges = edges_per_stage(g);
+        const std::vector<std::int64_t> edges = edges_per_stage(g.chain());
         for (std::size_t p = 0; p < plans.size(); ++p)
           for (std::size_t shift = 0; shift < std::size(block_counts); ++shift) {
             Plan plan = plans[p];

@@ -91,7 +91,7 @@ std::vector<bool> step_checkpoint_choices(const CostGraph& g) {
 
 // The stages with an edge update (whose block count is a choice).
 std::vector<int> stages_with_edges(const CostGraph& g) {
-  const auto edges = edges_per_stage(g);
+  const auto edges = edges_per_stage(g.chain());
   std::vector<int> out;
   for (std::size_t s = 0; s < edges.size(); ++s)
     if (edges[s] > 0) out.push_back(static_cast<int>(s));
@@ -248,8 +248,9 @@ TEST_SUITE("solver") {
           detail::ChainModel model(g, device);
           const Report none = simulate(g, device, device.memory_bytes, empty_plan(g.stages()));
           for (int i = 0; i < 60; ++i) {
-            const Plan plan = i == 0 ? empty_plan(g.stages())
-                                     : random_plan(rng, static_cast<int>(g.stages().size()), edges_per_stage(g));
+            const Plan plan = i == 0
+                                  ? empty_plan(g.stages())
+                                  : random_plan(rng, static_cast<int>(g.stages().size()), edges_per_stage(g.chain()));
             CAPTURE(describe(plan, g.stages()));
             const Report r = simulate(g, device, device.memory_bytes, plan);
             const auto predicted = model.predict(plan);
@@ -267,7 +268,7 @@ TEST_SUITE("solver") {
       const CostGraph g = CostGraph::build(load_model("graphcast"), run);
       const detail::ReplayGraph rg(g);
       for (int step : {0, 1}) {
-        const auto translates = detail::stage_translates(rg, step, edges_per_stage(g));
+        const auto translates = detail::stage_translates(rg, step, edges_per_stage(g.chain()));
         REQUIRE(translates.size() == 19);
         for (int s = 0; s < 19; ++s) {
           CAPTURE(s);
@@ -341,7 +342,7 @@ TEST_SUITE("solver") {
         const CostGraph three = graph_for(m.model, at);
         at.rollout = 4;
         const CostGraph four = graph_for(m.model, at);
-        const auto edges = edges_per_stage(three);
+        const auto edges = edges_per_stage(three.chain());
         for (int k = 0; k < 6; ++k) {
           Plan p = random_plan(rng, static_cast<int>(three.stages().size()), edges);
           p.step_checkpoint = true;
@@ -502,13 +503,12 @@ TEST_SUITE("solver") {
         CAPTURE(m.name);
         CAPTURE(c.name);
         const CostGraph g = graph_for(m.model, c);
-        const auto edges = edges_per_stage(g);
         std::vector<std::string> names{"none", "full", "deepmind", "deepmind:2", "deepmind:4", "deepmind:16"};
         for (std::int64_t k = 1; k <= m.model.processor_steps; ++k) names.push_back("every:" + std::to_string(k));
         const auto front = pareto_frontier(g, device);
         for (const std::string& name : names) {
           CAPTURE(name);
-          const Report base = simulate(g, device, device.memory_bytes, builtin_plan(name, g.stages(), edges));
+          const Report base = simulate(g, device, device.memory_bytes, builtin_plan(name, g.chain()));
           bool matched = false;
           for (const ParetoPoint& p : front)
             matched = matched || (p.report.peak_bytes <= base.peak_bytes &&

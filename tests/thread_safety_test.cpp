@@ -117,7 +117,7 @@ TEST_SUITE("thread safety") {
     const Device device = load_device("a100-40gb");
     const Job job = [&] {
       const CostGraph graph = CostGraph::build(model, pytorch_run());
-      const Plan plan = builtin_plan("deepmind", graph.stages(), edges_per_stage(graph));
+      const Plan plan = builtin_plan("deepmind", graph.chain());
       return std::to_string(graph.ops().size()) + " " + std::to_string(graph.tensors().size()) + " " +
              to_json(simulate(graph, device, device.memory_bytes, plan)).dump();
     };
@@ -130,7 +130,7 @@ TEST_SUITE("thread safety") {
     const Device device = load_device("a100-40gb");
     std::vector<Job> jobs;
     for (const std::string name : {"none", "full", "every:2", "deepmind", "deepmind:4"}) {
-      const Plan plan = builtin_plan(name, graph.stages(), edges_per_stage(graph));
+      const Plan plan = builtin_plan(name, graph.chain());
       jobs.push_back([&graph, &device, plan] {
         SimulationOptions options;
         options.record_timeline = true;
@@ -167,7 +167,7 @@ TEST_SUITE("thread safety") {
         out += plan_key(p.plan, graph) + to_json(p.report).dump() + "\n";
       return out;
     });
-    const Plan deepmind = builtin_plan("deepmind:2", graph.stages(), edges_per_stage(graph));
+    const Plan deepmind = builtin_plan("deepmind:2", graph.chain());
     jobs.push_back([&] {
       const nlohmann::json document = plan_to_document(graph, device, device.memory_bytes, deepmind);
       const Plan again = plan_from_document(document, graph, "document");

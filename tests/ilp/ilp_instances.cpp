@@ -239,7 +239,7 @@ Program build_program(const CostGraph& g, const Device& device, bool nested) {
   const int n = model.stage_count();
   const int steps = model.steps();
   if (steps > 2) throw std::runtime_error("rollout > 2 is not modelled here");
-  const auto edges = edges_per_stage(g);
+  const auto edges = edges_per_stage(g.chain());
   Program p;
   // States (gradients in flight, the full map) per step and boundary, by
   // identity; boundary n of step k is after its loss's backward.
@@ -677,7 +677,7 @@ int check(const std::string& instance_path, const std::string& solution_path) {
     // simulate()'s, and it is within the budget (else the ILP could have
     // missed it).
     if (actmem_fits) {
-      const Plan plan = plan_from_json(a.at("plan_json"), g.stages(), edges_per_stage(g), "actmem's plan");
+      const Plan plan = plan_from_json(a.at("plan_json"), g.chain(), "actmem's plan");
       const std::vector<int> path =
           path_of(p, plan, static_cast<int>(g.run().rollout), static_cast<int>(g.stages().size()));
       const Report sim = simulate(g, device, budget, plan);

@@ -6,8 +6,7 @@
 //   Device device = load_device("a100-80gb");                  // catalog id, file, or device_with_memory()
 //   CostGraph graph = CostGraph::build(model, run);            // build once, share across threads
 //   FitAnswer answer = fits(graph, device);                     // fits, peak, min_peak_bytes, plan, report
-//   Report r = simulate(graph, device, device.memory_bytes, builtin_plan("deepmind", graph.stages(),
-//                                                                        edges_per_stage(graph)));
+//   Report r = simulate(graph, device, device.memory_bytes, builtin_plan("deepmind", graph.chain()));
 //   std::vector<ParetoPoint> front = pareto_frontier(graph, device);
 //   nlohmann::json doc = plan_to_document(graph, device, answer.budget_bytes, answer.plan);
 //   Plan plan = plan_from_document(doc, graph, "plan");

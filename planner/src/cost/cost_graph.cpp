@@ -41,6 +41,12 @@ CostGraph::CostGraph(CostGraph&&) noexcept = default;
 CostGraph& CostGraph::operator=(CostGraph&&) noexcept = default;
 CostGraph::~CostGraph() = default;
 
+std::vector<std::int64_t> edges_per_stage(std::span<const Stage> chain) {
+  std::vector<std::int64_t> edges;
+  for (const Stage& s : chain) edges.push_back(s.edge_rows);
+  return edges;
+}
+
 std::string CostGraph::stage_name(int stage) const {
   return stage >= 0 && static_cast<std::size_t>(stage) < stages_.size() ? stages_[static_cast<std::size_t>(stage)]
                                                                         : std::string{"loss"};
@@ -66,11 +72,11 @@ std::int64_t CostGraph::input_bytes() const {
   return n;
 }
 
-CostGraphBuilder::CostGraphBuilder(const ModelDescription& model, const RunOptions& run,
-                                   std::vector<std::string> stages) {
+CostGraphBuilder::CostGraphBuilder(const ModelDescription& model, const RunOptions& run, std::vector<Stage> chain) {
   graph_.model_ = model;
   graph_.run_ = run;
-  graph_.stages_ = std::move(stages);
+  for (const Stage& s : chain) graph_.stages_.push_back(s.name);
+  graph_.chain_ = std::move(chain);
 }
 
 namespace {

@@ -167,7 +167,7 @@ nlohmann::json anemoi_export(const CostGraph& g, const Device& d, std::int64_t b
 
 nlohmann::json trainer_exports(const CostGraph& g, const Device& d, std::int64_t budget, const Plan& plan,
                                const Report& report) {
-  const std::vector<std::int64_t> edges = edges_per_stage(g);
+  const std::vector<std::int64_t> edges = edges_per_stage(g.chain());
   nlohmann::json exports;
 
   exports["pytorch"] = plan_export(g, plan, report);

@@ -55,9 +55,8 @@ Plan plan_for(const PlanDocument& d, const CostGraph& graph) {
   if (d.plan.contains("stages") && d.plan["stages"] != nlohmann::json(graph.stages()))
     throw InputError(
         d.source, "/stages",
-        fmt::format("expected the stage chain of '{}' (encoder, mesh_edge_embed, processor.0..{}, decoder)",
-                    graph.model().name, graph.stages().size() - 4));
-  return plan_from_json(d.plan, graph.stages(), edges_per_stage(graph), d.source);
+        fmt::format("expected the stage chain of '{}' ({})", graph.model().name, describe_chain(graph.chain())));
+  return plan_from_json(d.plan, graph.chain(), d.source);
 }
 
 PlanChoice::PlanChoice(std::string name_or_path) : name(std::move(name_or_path)) {
@@ -66,7 +65,7 @@ PlanChoice::PlanChoice(std::string name_or_path) : name(std::move(name_or_path))
 }
 
 Plan PlanChoice::plan(const CostGraph& graph) const {
-  return document ? plan_for(*document, graph) : builtin_plan(name, graph.stages(), edges_per_stage(graph));
+  return document ? plan_for(*document, graph) : builtin_plan(name, graph.chain());
 }
 
 nlohmann::json plan_document_json(const CostGraph& graph, const Device& device, std::int64_t budget_bytes,

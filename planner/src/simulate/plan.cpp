@@ -15,8 +15,29 @@
 namespace actmem {
 namespace {
 
-int processor_begin(const std::vector<std::string>&) { return 2; }
-int processor_end(const std::vector<std::string>& stages) { return static_cast<int>(stages.size()) - 1; }
+std::vector<std::string> names_of(std::span<const Stage> chain) {
+  std::vector<std::string> names;
+  for (const Stage& s : chain) names.push_back(s.name);
+  return names;
+}
+
+// Which stages edge blocks may name, for an error message.
+std::string with_edge_updates(std::span<const Stage> chain) {
+  const std::string stages = describe_chain(chain, true);
+  return stages.empty() ? "no stage of this model has one" : "only " + stages + " have one";
+}
+
+// [first, last] of the stages with `role`, which the builder declares
+// contiguous; {0, -1} if there are none.
+std::pair<int, int> role_range(std::span<const Stage> chain, StageRole role) {
+  int first = 0, last = -1;
+  for (int s = 0; s < static_cast<int>(chain.size()); ++s) {
+    if (chain[static_cast<std::size_t>(s)].role != role) continue;
+    if (last < 0) first = s;
+    last = s;
+  }
+  return {first, last};
+}
 
 // The K of "every:K" or B of "deepmind:B", from 1 to `max`.
 std::int64_t parse_suffix(std::string_view name, std::string_view prefix, std::int64_t max, const std::string& source) {
@@ -28,34 +49,34 @@ std::int64_t parse_suffix(std::string_view name, std::string_view prefix, std::i
   }
 }
 
-int stage_index(const nlohmann::json& value, const std::vector<std::string>& stages, const std::string& source,
+int stage_index(const nlohmann::json& value, std::span<const Stage> chain, const std::string& source,
                 const std::string& pointer) {
   if (!value.is_string()) throw InputError(source, pointer, "expected a stage name, got " + detail::describe(value));
   const std::string name = value.get<std::string>();
-  const auto it = std::find(stages.begin(), stages.end(), name);
-  if (it == stages.end())
+  const auto it = std::find_if(chain.begin(), chain.end(), [&](const Stage& s) { return s.name == name; });
+  if (it == chain.end())
     throw InputError(source, pointer,
-                     fmt::format("unknown stage '{}'{}; stages are encoder, mesh_edge_embed, "
-                                 "processor.0..processor.{}, decoder",
-                                 name, did_you_mean(name, stages), stages.size() - 4));
-  return static_cast<int>(it - stages.begin());
+                     fmt::format("unknown stage '{}'{}; stages are {}", name, did_you_mean(name, names_of(chain)),
+                                 describe_chain(chain, false)));
+  return static_cast<int>(it - chain.begin());
 }
 
 // Parses a list of regions at nesting level `depth` (1: top level) that
 // must lie within [lo, hi] and not overlap.
-std::vector<Region> parse_regions(const nlohmann::json& list, const std::vector<std::string>& stages,
-                                  const std::string& source, const std::string& pointer, int lo, int hi, int depth) {
+std::vector<Region> parse_regions(const nlohmann::json& list, std::span<const Stage> chain, const std::string& source,
+                                  const std::string& pointer, int lo, int hi, int depth) {
   if (!list.is_array()) throw InputError(source, pointer, "expected a list of regions, got " + detail::describe(list));
   if (depth > kMaxRegionDepth && !list.empty())
     throw InputError(source, pointer, fmt::format("regions nested more than {} levels deep", kMaxRegionDepth));
+  const std::vector<std::string> stages = names_of(chain);
   std::vector<Region> regions;
   for (std::size_t i = 0; i < list.size(); ++i) {
     const std::string at = fmt::format("{}/{}", pointer, i);
     const detail::FieldReader in(list[i], source, at);
     in.reject_unknown_fields({"from", "to", "inner"});
     Region r;
-    r.from = stage_index(in.value("from"), stages, source, at + "/from");
-    r.to = stage_index(in.value("to"), stages, source, at + "/to");
+    r.from = stage_index(in.value("from"), chain, source, at + "/from");
+    r.to = stage_index(in.value("to"), chain, source, at + "/to");
     if (r.from > r.to)
       throw InputError(source, at,
                        fmt::format("region runs backwards: '{}' comes after '{}'",
@@ -66,7 +87,7 @@ std::vector<Region> parse_regions(const nlohmann::json& list, const std::vector<
                                    stages[static_cast<std::size_t>(r.from)], stages[static_cast<std::size_t>(r.to)],
                                    stages[static_cast<std::size_t>(lo)], stages[static_cast<std::size_t>(hi)]));
     if (in.has("inner"))
-      r.inner = parse_regions(in.value("inner"), stages, source, at + "/inner", r.from, r.to, depth + 1);
+      r.inner = parse_regions(in.value("inner"), chain, source, at + "/inner", r.from, r.to, depth + 1);
     regions.push_back(std::move(r));
   }
   std::vector<std::size_t> order(regions.size());
@@ -128,10 +149,6 @@ std::string describe_regions(const std::vector<Region>& regions, const std::vect
 
 }  // namespace
 
-bool has_edge_update(const std::string& stage) {
-  return stage == "encoder" || stage == "decoder" || stage.starts_with("processor.");
-}
-
 Plan empty_plan(const std::vector<std::string>& stages) {
   Plan p;
   p.edge_blocks.assign(stages.size(), 1);
@@ -140,19 +157,19 @@ Plan empty_plan(const std::vector<std::string>& stages) {
 
 std::vector<std::string> builtin_plan_names() { return {"none", "full", "every:K", "deepmind", "deepmind:B"}; }
 
-Plan builtin_plan(std::string_view name, const std::vector<std::string>& stages,
-                  const std::vector<std::int64_t>& edges_per_stage) {
+Plan builtin_plan(std::string_view name, std::span<const Stage> chain) {
   const std::string source = "--plan";
-  Plan p = empty_plan(stages);
-  const int n = static_cast<int>(stages.size());
+  Plan p = empty_plan(names_of(chain));
+  const int n = static_cast<int>(chain.size());
   if (name == "none") return p;
   if (name == "full") {
     for (int s = 0; s < n; ++s) p.checkpoints.push_back({s, s, {}});
     return p;
   }
   auto processor_groups = [&](std::int64_t k) {
-    for (int s = processor_begin(stages); s < processor_end(stages); s += static_cast<int>(k))
-      p.checkpoints.push_back({s, std::min(processor_end(stages) - 1, s + static_cast<int>(k) - 1), {}});
+    const auto [first, last] = role_range(chain, StageRole::processor);
+    for (int s = first; s <= last; s += static_cast<int>(k))
+      p.checkpoints.push_back({s, std::min(last, s + static_cast<int>(k) - 1), {}});
   };
   if (name.starts_with("every:")) {
     processor_groups(parse_suffix(name, "every:", kMaxProcessorSteps, source));
@@ -160,11 +177,15 @@ Plan builtin_plan(std::string_view name, const std::vector<std::string>& stages,
   }
   if (name == "deepmind" || name.starts_with("deepmind:")) {
     const std::int64_t blocks = name == "deepmind" ? 8 : parse_suffix(name, "deepmind:", kMaxEdgeBlocks, source);
-    p.checkpoints.push_back({0, 0, {}});
     processor_groups(3);
-    p.checkpoints.push_back({n - 1, n - 1, {}});
-    p.edge_blocks[0] = std::min(blocks, edges_per_stage[0]);
-    p.edge_blocks[static_cast<std::size_t>(n - 1)] = std::min(blocks, edges_per_stage[static_cast<std::size_t>(n - 1)]);
+    for (int s = 0; s < n; ++s) {
+      const Stage& stage = chain[static_cast<std::size_t>(s)];
+      if (stage.role != StageRole::encoder && stage.role != StageRole::decoder) continue;
+      p.checkpoints.push_back({s, s, {}});
+      p.edge_blocks[static_cast<std::size_t>(s)] = std::max<std::int64_t>(1, std::min(blocks, stage.edge_rows));
+    }
+    std::sort(p.checkpoints.begin(), p.checkpoints.end(),
+              [](const Region& a, const Region& b) { return a.from < b.from; });
     return p;
   }
   throw InputError(
@@ -173,40 +194,38 @@ Plan builtin_plan(std::string_view name, const std::vector<std::string>& stages,
                   did_you_mean(name, {"none", "full", "deepmind"})));
 }
 
-Plan plan_from_json(const nlohmann::json& document, const std::vector<std::string>& stages,
-                    const std::vector<std::int64_t>& edges_per_stage, const std::string& source) {
+Plan plan_from_json(const nlohmann::json& document, std::span<const Stage> chain, const std::string& source) {
   const detail::FieldReader in(document, source);
-  Plan p = empty_plan(stages);
+  Plan p = empty_plan(names_of(chain));
   p.checkpoints =
-      parse_regions(in.value("checkpoints"), stages, source, "/checkpoints", 0, static_cast<int>(stages.size()) - 1, 1);
+      parse_regions(in.value("checkpoints"), chain, source, "/checkpoints", 0, static_cast<int>(chain.size()) - 1, 1);
   if (in.has("step_checkpoint")) p.step_checkpoint = in.boolean("step_checkpoint");
   if (in.has("edge_blocks")) {
     const detail::FieldReader blocks(in.value("edge_blocks"), source, "/edge_blocks");
     for (const auto& [stage, value] : in.value("edge_blocks").items()) {
-      const int s = stage_index(nlohmann::json(stage), stages, source, "/edge_blocks/" + stage);
-      if (!has_edge_update(stage))
-        blocks.fail(stage, "stage has no edge update to block (only encoder, processor.k and decoder do)");
-      p.edge_blocks[static_cast<std::size_t>(s)] =
-          block_count(blocks, stage, edges_per_stage[static_cast<std::size_t>(s)]);
+      const auto s =
+          static_cast<std::size_t>(stage_index(nlohmann::json(stage), chain, source, "/edge_blocks/" + stage));
+      if (chain[s].edge_rows == 0)
+        blocks.fail(stage, "stage has no edge update to block (" + with_edge_updates(chain) + ")");
+      p.edge_blocks[s] = block_count(blocks, stage, chain[s].edge_rows);
     }
   }
   return p;
 }
 
-void validate(const Plan& plan, const std::vector<std::string>& stages,
-              const std::vector<std::int64_t>& edges_per_stage) {
+void validate(const Plan& plan, std::span<const Stage> chain) {
   const std::string source = "plan";
-  if (plan.edge_blocks.size() != stages.size() || edges_per_stage.size() != stages.size())
+  if (plan.edge_blocks.size() != chain.size())
     throw InputError(
         source, "/edge_blocks",
-        fmt::format("expected one block count per stage ({}), got {}", stages.size(), plan.edge_blocks.size()));
-  for (std::size_t s = 0; s < stages.size(); ++s) {
-    const std::int64_t limit = std::max<std::int64_t>(1, std::min(edges_per_stage[s], kMaxEdgeBlocks));
+        fmt::format("expected one block count per stage ({}), got {}", chain.size(), plan.edge_blocks.size()));
+  for (std::size_t s = 0; s < chain.size(); ++s) {
+    const std::int64_t limit = std::max<std::int64_t>(1, std::min(chain[s].edge_rows, kMaxEdgeBlocks));
     if (plan.edge_blocks[s] < 1 || plan.edge_blocks[s] > limit)
-      throw InputError(source, "/edge_blocks/" + stages[s],
+      throw InputError(source, "/edge_blocks/" + chain[s].name,
                        fmt::format("expected a block count from 1 to {}, got {}", limit, plan.edge_blocks[s]));
   }
-  validate_regions(plan.checkpoints, "/checkpoints", 0, static_cast<int>(stages.size()) - 1, 1);
+  validate_regions(plan.checkpoints, "/checkpoints", 0, static_cast<int>(chain.size()) - 1, 1);
 }
 
 nlohmann::json checkpoints_to_json(const std::vector<Region>& regions, const std::vector<std::string>& stages) {
@@ -239,6 +258,20 @@ std::string describe(const Plan& plan, const std::vector<std::string>& stages) {
     if (plan.edge_blocks[s] > 1) blocked.push_back(fmt::format("{}×{}", stages[s], plan.edge_blocks[s]));
   if (!blocked.empty()) text += fmt::format("; edge blocks {}", fmt::join(blocked, ", "));
   return text;
+}
+
+std::string describe_chain(std::span<const Stage> chain, bool edge_updates_only) {
+  std::vector<std::string> parts;
+  for (std::size_t s = 0; s < chain.size(); ++s) {
+    if (edge_updates_only && chain[s].edge_rows == 0) continue;
+    std::size_t last = s;
+    while (chain[s].role == StageRole::processor && last + 1 < chain.size() &&
+           chain[last + 1].role == StageRole::processor && (!edge_updates_only || chain[last + 1].edge_rows > 0))
+      ++last;
+    parts.push_back(last == s ? chain[s].name : chain[s].name + ".." + chain[last].name);
+    s = last;
+  }
+  return fmt::format("{}", fmt::join(parts, ", "));
 }
 
 }  // namespace actmem

@@ -121,10 +121,7 @@ std::vector<std::int64_t> block_sizes(std::int64_t n, std::int64_t blocks) {
 
 Schedule build_schedule(const CostGraph& g, const Plan& plan) {
   const std::size_t stage_count = g.stages().size();
-  const ModelDescription& m = g.model();
-  std::vector<std::int64_t> edges(stage_count, m.mesh_edges);
-  edges.front() = m.grid2mesh_edges;
-  edges.back() = m.mesh2grid_edges;
+  const std::vector<std::int64_t> edges = edges_per_stage(g.chain());
 
   Schedule schedule;
   const auto ops = g.ops();

@@ -189,7 +189,7 @@ bool memory_modelled(const RunOptions& run, const Plan& plan) {
 
 Report simulate(const CostGraph& graph, const Device& device, std::int64_t budget_bytes, const Plan& plan,
                 const SimulationOptions& options) {
-  validate(plan, graph.stages(), edges_per_stage(graph));
+  validate(plan, graph.chain());
   if (!options.record_peak_buffers) return Simulation(graph, device, plan, options).run(budget_bytes);
   // The peak rises at most samples, and listing the live buffers at each
   // rise cost O(ops²) (100 s at GraphCast rollout 100): the first run finds
@@ -197,15 +197,6 @@ Report simulate(const CostGraph& graph, const Device& device, std::int64_t budge
   Simulation first(graph, device, plan, options);
   first.run(budget_bytes);
   return Simulation(graph, device, plan, options, first.peak_sample()).run(budget_bytes);
-}
-
-std::vector<std::int64_t> edges_per_stage(const CostGraph& graph) {
-  const ModelDescription& m = graph.model();
-  std::vector<std::int64_t> edges(graph.stages().size(), 0);
-  edges.front() = m.grid2mesh_edges;
-  for (std::size_t s = 2; s + 1 < edges.size(); ++s) edges[s] = m.mesh_edges;
-  edges.back() = m.mesh2grid_edges;
-  return edges;
 }
 
 }  // namespace actmem

@@ -7,7 +7,7 @@
 namespace actmem::detail {
 
 SearchContext::SearchContext(ChainModel& model, const SearchSpace& space)
-    : model_(model), space_(space), classes_(model.class_count()), edges_(edges_per_stage(model.graph())) {}
+    : model_(model), space_(space), classes_(model.class_count()), edges_(edges_per_stage(model.graph().chain())) {}
 
 std::vector<std::int64_t> SearchContext::choices(int s) const {
   const std::int64_t edges = edges_[static_cast<std::size_t>(s)];

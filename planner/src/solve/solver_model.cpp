@@ -16,7 +16,7 @@ enum Kind { kPlain, kRegionForward, kRecomputePlain, kRecomputeInInner, kInnerRe
 ChainModel::ChainModel(const CostGraph& graph, const Device& device)
     : rg_(graph),
       steps_(static_cast<int>(graph.run().rollout)),
-      edges_(edges_per_stage(graph)),
+      edges_(edges_per_stage(graph.chain())),
       scratch_(graph.tensors().size(), true) {
   // Step classes: first, middle, last (fewer when the rollout is short).
   if (steps_ == 1) {

@@ -65,6 +65,29 @@ enum class OpKind {
 
 std::string to_string(OpKind kind);
 
+// What a stage does in the network. Built-in plans and the trainers'
+// exports place checkpoints by role; nothing outside an architecture's
+// builder matches stage names.
+enum class StageRole {
+  encoder,    // grid to mesh (GraphCast: the grid2mesh GNN)
+  embedding,  // between encoder and processor, no edge update (GraphCast's mesh edge embedding)
+  processor,  // one message-passing step on the mesh
+  decoder     // mesh to grid
+};
+
+// One stage of the chain, as its architecture's builder declares it.
+struct Stage {
+  std::string name;
+  StageRole role = StageRole::processor;
+  // Rows (per sample) of the stage's edge update, the rows edge blocks
+  // divide; 0: the stage has no edge update and is never blocked.
+  std::int64_t edge_rows = 0;
+};
+
+// Stage::edge_rows of each stage, in chain order: edge-block counts lie
+// within 1..max(1, this).
+std::vector<std::int64_t> edges_per_stage(std::span<const Stage> chain);
+
 struct Op {
   OpKind kind = OpKind::linear;
   std::string name;
@@ -100,8 +123,10 @@ class CostGraph {
   const ModelDescription& model() const { return model_; }
   const RunOptions& run() const { return run_; }
 
-  // Stage names in chain order (one step of the network; every rollout
-  // step repeats them). "loss" is not among them.
+  // The stage chain (one step of the network; every rollout step repeats
+  // it) with what its builder declares of each stage, and the names alone.
+  // "loss" is not among them.
+  std::span<const Stage> chain() const { return chain_; }
   const std::vector<std::string>& stages() const { return stages_; }
   std::string stage_name(int stage) const;
 
@@ -125,6 +150,7 @@ class CostGraph {
 
   ModelDescription model_;
   RunOptions run_;
+  std::vector<Stage> chain_;
   std::vector<std::string> stages_;
   std::vector<Op> ops_;
   std::vector<Tensor> tensors_;
@@ -143,7 +169,7 @@ class CostGraph {
 // solver can overflow int64.
 class CostGraphBuilder {
  public:
-  CostGraphBuilder(const ModelDescription& model, const RunOptions& run, std::vector<std::string> stages);
+  CostGraphBuilder(const ModelDescription& model, const RunOptions& run, std::vector<Stage> chain);
 
   TensorId add_tensor(Tensor tensor);
   OpId add_op(Op op);
@@ -152,6 +178,7 @@ class CostGraphBuilder {
     graph_.ops_[static_cast<std::size_t>(at)].releases_held.push_back(tensor);
   }
   const Tensor& tensor(TensorId id) const { return graph_.tensor(id); }
+  std::string stage_name(int stage) const { return graph_.stage_name(stage); }
 
   CostGraph finish();
 

@@ -1,14 +1,19 @@
 #pragma once
 // A plan: which stages run under checkpoints and how edge updates are blocked
 // (docs/plan-format.md). Stages are referred to by index into the stage chain
-// (CostGraph::stages()); names appear only in JSON.
+// (CostGraph::chain()); names appear only in JSON. What a plan may do with a
+// stage (its role, whether it has an edge update to block) is what the
+// architecture's builder declares in the chain; no rule here reads a name.
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
+
+#include "actmem/cost/cost_graph.h"
 
 namespace actmem {
 
@@ -34,30 +39,25 @@ struct Plan {
   friend bool operator==(const Plan&, const Plan&) = default;
 };
 
-// Stages with an edge update (encoder, processor.k, decoder): the only ones
-// edge_blocks may name.
-bool has_edge_update(const std::string& stage_name);
-
 // The plan with no checkpoints and no blocking.
 Plan empty_plan(const std::vector<std::string>& stages);
 
 // Built-in plans: "none", "full" (every stage its own region), "every:K"
-// (processor steps in groups of K, 1 ≤ K ≤ kMaxProcessorSteps), "deepmind"
-// or "deepmind:B" (encoder and decoder one region each with edge updates in
-// B blocks, default 8, 1 ≤ B ≤ kMaxEdgeBlocks; processor in regions of 3
-// steps). `edges_per_stage` caps B.
-Plan builtin_plan(std::string_view name, const std::vector<std::string>& stages,
-                  const std::vector<std::int64_t>& edges_per_stage);
+// (the processor-role stages in groups of K, 1 ≤ K ≤ kMaxProcessorSteps),
+// "deepmind" or "deepmind:B" (each encoder- and decoder-role stage one
+// region, its edge update in B blocks, default 8, 1 ≤ B ≤ kMaxEdgeBlocks,
+// capped by its edge rows; processor stages in regions of 3).
+Plan builtin_plan(std::string_view name, std::span<const Stage> chain);
 std::vector<std::string> builtin_plan_names();
 
 // Parses "checkpoints" and "edge_blocks" of a plan document and validates
-// them against the stage chain: unknown stages, reversed or overlapping
+// them against the stage chain: unknown stages, blocks for a stage without
+// an edge update, reversed or overlapping
 // regions, inner regions outside their parent, regions nested deeper than
 // kMaxRegionDepth, and block counts that are not within
 // 1..min(edges, kMaxEdgeBlocks) are InputErrors naming `source` and the
 // JSON pointer.
-Plan plan_from_json(const nlohmann::json& document, const std::vector<std::string>& stages,
-                    const std::vector<std::int64_t>& edges_per_stage, const std::string& source);
+Plan plan_from_json(const nlohmann::json& document, std::span<const Stage> chain, const std::string& source);
 
 // Checks a plan made in code as plan_from_json checks a document: one
 // block count per stage, each from 1 to min(edges, kMaxEdgeBlocks) (1 for
@@ -65,13 +65,17 @@ Plan plan_from_json(const nlohmann::json& document, const std::vector<std::strin
 // overlapping, inner ones within their parent, nested at most
 // kMaxRegionDepth levels (actmem/util/limits.h). Throws InputError("plan", …).
 // simulate() checks every plan it is given.
-void validate(const Plan& plan, const std::vector<std::string>& stages,
-              const std::vector<std::int64_t>& edges_per_stage);
+void validate(const Plan& plan, std::span<const Stage> chain);
 
 // The plan as in a plan file: {"checkpoints": [...], "edge_blocks": {...}}
 // with stage names, and "step_checkpoint": true when set.
 nlohmann::json plan_to_json(const Plan& plan, const std::vector<std::string>& stages);
 nlohmann::json checkpoints_to_json(const std::vector<Region>& regions, const std::vector<std::string>& stages);
+
+// The chain for people, runs of processor stages as "first..last":
+// "encoder, mesh_edge_embed, processor.0..processor.15, decoder"; only the
+// stages with an edge update when `edge_updates_only`.
+std::string describe_chain(std::span<const Stage> chain, bool edge_updates_only = false);
 
 // One line for people: "encoder, decoder, processor.0–2 | blocks encoder×8".
 std::string describe(const Plan& plan, const std::vector<std::string>& stages);

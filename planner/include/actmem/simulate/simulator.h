@@ -47,8 +47,4 @@ bool memory_modelled(const RunOptions& run, const Plan& plan);
 Report simulate(const CostGraph& graph, const Device& device, std::int64_t budget_bytes, const Plan& plan,
                 const SimulationOptions& options = {});
 
-// Directed edges (per sample) of each stage's edge update; 0 for stages
-// without one. Edge-block counts must lie within 1..this.
-std::vector<std::int64_t> edges_per_stage(const CostGraph& graph);
-
 }  // namespace actmem
