@@ -49,8 +49,8 @@ std::vector<Device> load_devices(const std::vector<std::string>& ids) {
     try {
       devices.push_back(load_device(id));
     } catch (const InputError& e) {
-      if (e.source() != "--device") throw;
-      throw InputError("--devices", e.field(), e.message());
+      if (!e.is_argument() || e.source() != "device") throw;
+      throw e.renamed("devices");
     }
   }
   return devices;

@@ -1,5 +1,6 @@
 #include "command_line.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -12,6 +13,17 @@
 
 namespace actmem::cli {
 namespace {
+
+// The command-line option that carries a library argument: "batch" is
+// --batch, "mesh_level" --mesh-level; the geometry's arguments are
+// shortened as the mesh command spells them.
+std::string option_for(const std::string& argument) {
+  if (argument == "resolution_deg") return "--resolution";
+  if (argument == "radius_query_fraction") return "--radius-fraction";
+  std::string option = "--" + argument;
+  std::replace(option.begin(), option.end(), '_', '-');
+  return option;
+}
 
 void print_usage() {
   std::cout << "actmem: activation-memory planner for graph-network weather models\n\n"
@@ -50,7 +62,7 @@ int run_caught(const Args& args, std::ostream& err) {
   } catch (const ExitRequest& exit) {
     return exit.code;
   } catch (const InputError& e) {
-    return report(err, e.what(), 2);
+    return report(err, e.is_argument() ? e.renamed(option_for(e.source())).what() : e.what(), 2);
   } catch (const UsageError& e) {
     return report(err, e.what(), 2);
   } catch (const std::bad_alloc&) {

@@ -30,7 +30,7 @@ TEST_SUITE("device") {
 
   TEST_CASE("devices: an unknown id suggests the closest catalog id") {
     CHECK_THROWS_WITH_AS(actmem::load_device("tpu-v3"),
-                         "--device: 'tpu-v3' is neither a catalog device nor a readable file (did you mean "
+                         "device: 'tpu-v3' is neither a catalog device nor a readable file (did you mean "
                          "'tpu-v4'?); see 'actmem devices'",
                          actmem::InputError);
   }

@@ -260,13 +260,13 @@ TEST_SUITE("geometry") {
 
   TEST_CASE("bad geometry is an InputError naming the option and the value") {
     CHECK_THROWS_WITH_AS(compute_graph_counts({0.7, 6, 0.6}),
-                         "--resolution: expected a resolution in degrees of at least 0.25 that divides 180 and 360, "
+                         "resolution_deg: expected a resolution in degrees of at least 0.25 that divides 180 and 360, "
                          "got 0.7",
                          InputError);
-    CHECK_THROWS_WITH_AS(compute_graph_counts({0.25, 9, 0.6}), "--mesh-level: expected a mesh level from 0 to 8, got 9",
+    CHECK_THROWS_WITH_AS(compute_graph_counts({0.25, 9, 0.6}), "mesh_level: expected a mesh level from 0 to 8, got 9",
                          InputError);
     CHECK_THROWS_WITH_AS(compute_graph_counts({0.25, 6, 2.5}),
-                         "--radius-fraction: expected a radius fraction greater than 0 and at most 2, got 2.5",
+                         "radius_query_fraction: expected a radius fraction greater than 0 and at most 2, got 2.5",
                          InputError);
     for (const double bad : {0.0, -1.0, 0.01, 0.05, 0.1, 0.7, 7.0, 360.0, std::nan(""), HUGE_VAL}) {
       CAPTURE(bad);

@@ -89,7 +89,7 @@ TEST_SUITE("plan") {
     CHECK(dm.checkpoints.front() == Region{0, 0, {}});
     CHECK(dm.checkpoints.back() == Region{6, 6, {}});
     CHECK_THROWS_WITH_AS(builtin_plan("every:0", chain),
-                         "--plan: expected every:N with N an integer from 1 to 16, got 'every:0'", InputError);
+                         "plan: expected every:N with N an integer from 1 to 16, got 'every:0'", InputError);
     CHECK_THROWS_AS(builtin_plan("sometimes", chain), InputError);
   }
 

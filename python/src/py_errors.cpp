@@ -10,15 +10,6 @@ namespace actmem::python {
 
 namespace {
 
-// "--edge-blocks" -> "edge_blocks"; anything else unchanged.
-std::string keyword_for(const std::string& source) {
-  if (!source.starts_with("--")) return source;
-  std::string keyword = source.substr(2);
-  for (char& c : keyword)
-    if (c == '-') c = '_';
-  return keyword;
-}
-
 std::string compose(const std::string& source, const std::string& field, const std::string& message) {
   std::string text;
   if (!source.empty()) text += source + ": ";
@@ -47,7 +38,7 @@ void register_errors(py::module_& module) {
       if (thrown) std::rethrow_exception(thrown);
     } catch (const InputError& e) {
       // Each part one printable line of bounded length, as the C++ what().
-      const std::string source = one_line(keyword_for(e.source()));
+      const std::string source = one_line(e.source());
       const std::string field = one_line(e.field());
       const std::string message = one_line(e.message());
       py::object error = py::reinterpret_borrow<py::object>(input_error_class)(compose(source, field, message));

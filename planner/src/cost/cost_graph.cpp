@@ -81,11 +81,12 @@ CostGraphBuilder::CostGraphBuilder(const ModelDescription& model, const RunOptio
 
 namespace {
 
-// The run option that makes a step too large: the one a user would lower.
-std::string too_large_source(const CostGraph& g, bool bytes) {
-  if (bytes && g.run().batch > 1) return "--batch";
-  if (g.run().rollout > 1) return "--rollout";
-  return g.model().name;
+// A step too large to plan, blamed on the run option a user would lower
+// (the batch when bytes are the problem, else the rollout), or the model.
+InputError too_large(const CostGraph& g, bool bytes, std::string message) {
+  if (bytes && g.run().batch > 1) return InputError::argument("batch", std::move(message));
+  if (g.run().rollout > 1) return InputError::argument("rollout", std::move(message));
+  return InputError(g.model().name, "", std::move(message));
 }
 
 }  // namespace
@@ -98,10 +99,10 @@ void CostGraphBuilder::check_bytes(const Tensor& t) {
   const std::optional<std::int64_t> total = bytes ? checked_add(total_bytes_, *bytes) : std::nullopt;
   if (t.rows < 0 || t.cols < 0 || !total || *total > kMaxStepBytes) {
     const RunOptions& r = graph_.run();
-    throw InputError(too_large_source(graph_, true), "",
-                     fmt::format("the training step is too large to plan: the tensors of model '{}' at batch {}, "
-                                 "rollout {}, {} exceed 2^56 bytes (64 PiB); reduce the batch or the rollout",
-                                 graph_.model().name, r.batch, r.rollout, to_string(r.dtype)));
+    throw too_large(graph_, true,
+                    fmt::format("the training step is too large to plan: the tensors of model '{}' at batch {}, "
+                                "rollout {}, {} exceed 2^56 bytes (64 PiB); reduce the batch or the rollout",
+                                graph_.model().name, r.batch, r.rollout, to_string(r.dtype)));
   }
   total_bytes_ = *total;
 }
@@ -116,10 +117,10 @@ TensorId CostGraphBuilder::add_tensor(Tensor tensor) {
 
 OpId CostGraphBuilder::add_op(Op op) {
   if (static_cast<std::int64_t>(graph_.ops_.size()) >= kMaxStepOps)
-    throw InputError(too_large_source(graph_, false), "",
-                     fmt::format("the training step is too large to plan: model '{}' at rollout {} has more than {} "
-                                 "ops (the limit that keeps every answer within seconds); reduce the rollout",
-                                 graph_.model().name, graph_.run().rollout, kMaxStepOps));
+    throw too_large(graph_, false,
+                    fmt::format("the training step is too large to plan: model '{}' at rollout {} has more than {} "
+                                "ops (the limit that keeps every answer within seconds); reduce the rollout",
+                                graph_.model().name, graph_.run().rollout, kMaxStepOps));
   const auto id = static_cast<OpId>(graph_.ops_.size());
   for (TensorId t : op.inputs) graph_.consumers_[static_cast<std::size_t>(t)].push_back(id);
   for (TensorId t : op.outputs) {

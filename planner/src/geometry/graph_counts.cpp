@@ -22,7 +22,7 @@ GraphGeometry analyze_graph_geometry(const GeometrySpec& spec) {
   // Validate everything before the expensive parts.
   const LatLonGrid grid(spec.resolution_deg);
   if (std::string problem = radius_fraction_problem(spec.radius_query_fraction); !problem.empty())
-    throw InputError("--radius-fraction", "", std::move(problem));
+    throw InputError::argument("radius_query_fraction", std::move(problem));
   constexpr int kSteps = 5;
   report_progress("geometry: icosahedral multi-mesh", 1, kSteps);
   const IcosahedralMultiMesh mesh = build_icosahedral_multimesh(spec.mesh_level);

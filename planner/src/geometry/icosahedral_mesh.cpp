@@ -129,7 +129,7 @@ std::string mesh_level_problem(int level) {
 
 IcosahedralMultiMesh build_icosahedral_multimesh(int level) {
   if (std::string problem = mesh_level_problem(level); !problem.empty())
-    throw InputError("--mesh-level", "", std::move(problem));
+    throw InputError::argument("mesh_level", std::move(problem));
   IcosahedralMultiMesh mesh;
   mesh.vertices = icosahedron_vertices();
   mesh.vertices.reserve(static_cast<std::size_t>(mesh_vertex_count(level)));

@@ -32,7 +32,7 @@ std::string resolution_problem(double resolution_deg) {
 
 LatLonGrid::LatLonGrid(double resolution_deg) : resolution_deg_(resolution_deg) {
   if (std::string problem = resolution_problem(resolution_deg); !problem.empty())
-    throw InputError("--resolution", "", std::move(problem));
+    throw InputError::argument("resolution_deg", std::move(problem));
   latitude_count_ = step_count(resolution_deg, 180) + 1;
   longitude_count_ = step_count(resolution_deg, 360);
 }

@@ -66,9 +66,9 @@ Device load_device(std::string_view id_or_path) {
   }
   std::error_code ec;
   if (!std::filesystem::is_regular_file(id, ec))
-    throw InputError("--device", "",
-                     fmt::format("'{}' is neither a catalog device nor a readable file{}; see 'actmem devices'", id,
-                                 did_you_mean(id, ids)));
+    throw InputError::argument(
+        "device", fmt::format("'{}' is neither a catalog device nor a readable file{}; see 'actmem devices'", id,
+                              did_you_mean(id, ids)));
   return device_from_json(detail::read_json_file(id), id, "");
 }
 
@@ -87,8 +87,8 @@ Device device_with_memory(std::int64_t memory_bytes) {
   d.id = "custom";
   d.name = "custom device (memory only; A100 speed assumed)";
   if (memory_bytes < 1 || memory_bytes > kMaxDeviceBytes)
-    throw InputError("--memory", "",
-                     fmt::format("expected a memory size from 1 B to 2^52 bytes (4 PiB), got {}", memory_bytes));
+    throw InputError::argument(
+        "memory", fmt::format("expected a memory size from 1 B to 2^52 bytes (4 PiB), got {}", memory_bytes));
   d.memory_bytes = memory_bytes;
   d.reserve_bytes = 0;
   d.source = "--memory";

@@ -123,11 +123,8 @@ void compute_missing_counts(const detail::FieldReader& in, ModelDescription& m) 
   try {
     counts = compute_graph_counts(spec);
   } catch (const InputError& e) {
-    // The geometry names command-line options; a model file names fields.
-    const std::string field = e.source() == "--resolution"        ? "/resolution_deg"
-                              : e.source() == "--radius-fraction" ? "/radius_query_fraction"
-                                                                  : "/mesh_level";
-    throw InputError(in.source(), field, e.message());
+    // The geometry's arguments are the model file's fields of the same names.
+    throw InputError(in.source(), "/" + e.source(), e.message());
   }
   for (const CountField& f : kCountFields) {
     if (in.has(f.key)) continue;
@@ -209,9 +206,8 @@ ModelDescription load_model(std::string_view preset_or_path) {
   }
   std::error_code ec;
   if (!std::filesystem::is_regular_file(name, ec))
-    throw InputError("--model", "",
-                     fmt::format("'{}' is neither a preset ({}) nor a readable file{}", name, fmt::join(kPresets, ", "),
-                                 did_you_mean(name, kPresets)));
+    throw InputError::argument("model", fmt::format("'{}' is neither a preset ({}) nor a readable file{}", name,
+                                                    fmt::join(kPresets, ", "), did_you_mean(name, kPresets)));
   return model_from_json(detail::read_json_file(name), name);
 }
 

@@ -45,10 +45,10 @@ Optimizer parse_optimizer(std::string_view text, const std::string& source) {
 
 void validate(const RunOptions& run) {
   if (run.batch < 1 || run.batch > kMaxBatch)
-    throw InputError("--batch", "", fmt::format("expected an integer from 1 to {}, got {}", kMaxBatch, run.batch));
+    throw InputError::argument("batch", fmt::format("expected an integer from 1 to {}, got {}", kMaxBatch, run.batch));
   if (run.rollout < 1 || run.rollout > kMaxRollout)
-    throw InputError("--rollout", "",
-                     fmt::format("expected an integer from 1 to {}, got {}", kMaxRollout, run.rollout));
+    throw InputError::argument("rollout",
+                               fmt::format("expected an integer from 1 to {}, got {}", kMaxRollout, run.rollout));
 }
 
 nlohmann::json to_json(const RunOptions& run) {

@@ -40,12 +40,12 @@ std::pair<int, int> role_range(std::span<const Stage> chain, StageRole role) {
 }
 
 // The K of "every:K" or B of "deepmind:B", from 1 to `max`.
-std::int64_t parse_suffix(std::string_view name, std::string_view prefix, std::int64_t max, const std::string& source) {
+std::int64_t parse_suffix(std::string_view name, std::string_view prefix, std::int64_t max) {
   try {
-    return parse_integer(name.substr(prefix.size()), source, 1, max);
+    return parse_integer(name.substr(prefix.size()), "plan", 1, max);
   } catch (const InputError&) {
-    throw InputError(source, "",
-                     fmt::format("expected {}N with N an integer from 1 to {}, got '{}'", prefix, max, name));
+    throw InputError::argument("plan",
+                               fmt::format("expected {}N with N an integer from 1 to {}, got '{}'", prefix, max, name));
   }
 }
 
@@ -158,7 +158,6 @@ Plan empty_plan(const std::vector<std::string>& stages) {
 std::vector<std::string> builtin_plan_names() { return {"none", "full", "every:K", "deepmind", "deepmind:B"}; }
 
 Plan builtin_plan(std::string_view name, std::span<const Stage> chain) {
-  const std::string source = "--plan";
   Plan p = empty_plan(names_of(chain));
   const int n = static_cast<int>(chain.size());
   if (name == "none") return p;
@@ -172,11 +171,11 @@ Plan builtin_plan(std::string_view name, std::span<const Stage> chain) {
       p.checkpoints.push_back({s, std::min(last, s + static_cast<int>(k) - 1), {}});
   };
   if (name.starts_with("every:")) {
-    processor_groups(parse_suffix(name, "every:", kMaxProcessorSteps, source));
+    processor_groups(parse_suffix(name, "every:", kMaxProcessorSteps));
     return p;
   }
   if (name == "deepmind" || name.starts_with("deepmind:")) {
-    const std::int64_t blocks = name == "deepmind" ? 8 : parse_suffix(name, "deepmind:", kMaxEdgeBlocks, source);
+    const std::int64_t blocks = name == "deepmind" ? 8 : parse_suffix(name, "deepmind:", kMaxEdgeBlocks);
     processor_groups(3);
     for (int s = 0; s < n; ++s) {
       const Stage& stage = chain[static_cast<std::size_t>(s)];
@@ -188,10 +187,9 @@ Plan builtin_plan(std::string_view name, std::span<const Stage> chain) {
               [](const Region& a, const Region& b) { return a.from < b.from; });
     return p;
   }
-  throw InputError(
-      source, "",
-      fmt::format("'{}' is not a plan file or a built-in plan (none, full, every:K, deepmind, deepmind:B){}", name,
-                  did_you_mean(name, {"none", "full", "deepmind"})));
+  throw InputError::argument(
+      "plan", fmt::format("'{}' is not a plan file or a built-in plan (none, full, every:K, deepmind, deepmind:B){}",
+                          name, did_you_mean(name, {"none", "full", "deepmind"})));
 }
 
 Plan plan_from_json(const nlohmann::json& document, std::span<const Stage> chain, const std::string& source) {

@@ -138,10 +138,10 @@ class Simulation : detail::MemoryMachine {
   }
   void record(const MemoryBreakdown& live) {
     if (timeline_.size() >= static_cast<std::size_t>(kMaxTimelineRows))
-      throw InputError("--timeline", "",
-                       fmt::format("the timeline would have more than {} rows (one per op run); simulate fewer edge "
-                                   "blocks or a shorter rollout",
-                                   kMaxTimelineRows));
+      throw InputError::argument(
+          "timeline", fmt::format("the timeline would have more than {} rows (one per op run); simulate fewer edge "
+                                  "blocks or a shorter rollout",
+                                  kMaxTimelineRows));
     timeline_.push_back({at_, live});
   }
   // A transient inside the op last sampled (a gradient sum): counts for the

@@ -72,6 +72,18 @@ InputError::InputError(std::string source, std::string field, std::string messag
       field_(std::move(field)),
       message_(std::move(message)) {}
 
+InputError InputError::argument(std::string name, std::string message) {
+  InputError e(std::move(name), "", std::move(message));
+  e.argument_ = true;
+  return e;
+}
+
+InputError InputError::renamed(std::string name) const {
+  InputError e(std::move(name), field_, message_);
+  e.argument_ = argument_;
+  return e;
+}
+
 std::string pointer_segment(std::string_view key) {
   std::string out;
   for (const char c : key) {

@@ -7,6 +7,10 @@
 // as "/grid_nodes", empty when the whole input is meant) and what was
 // expected. what() is the full one-line message:
 //   "tiny.json: /grid_nodes: expected a positive integer, got -5"
+// A bad argument of a library call is an InputError::argument() whose
+// source is the argument's name as the library spells it ("batch",
+// "rollout", "device", "resolution_deg"); front ends say it their way
+// (the CLI's --batch, Python's batch=) with renamed().
 // what() is always one printable line of bounded length (one_line()), even
 // when the input it quotes holds newlines, control bytes or megabytes.
 // "Does not fit" is never an error: it is a result (see Report::fits).
@@ -20,7 +24,12 @@ namespace actmem {
 class InputError : public std::runtime_error {
  public:
   InputError(std::string source, std::string field, std::string message);
+  static InputError argument(std::string name, std::string message);
 
+  // The same error about argument `name` (a front end's spelling of it).
+  InputError renamed(std::string name) const;
+
+  bool is_argument() const { return argument_; }
   const std::string& source() const { return source_; }
   const std::string& field() const { return field_; }
   const std::string& message() const { return message_; }
@@ -29,6 +38,7 @@ class InputError : public std::runtime_error {
   std::string source_;
   std::string field_;
   std::string message_;
+  bool argument_ = false;
 };
 
 // `text` made safe to print as one line: control bytes (newlines included),
