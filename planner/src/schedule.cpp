@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <stdexcept>
 
 namespace actmem {
 namespace {
@@ -15,32 +16,43 @@ void collect_ops(const std::vector<Item>& items, std::set<OpId>& ops) {
   }
 }
 
+// The ops under `items`, ascending. The schedule wraps runs of ops()
+// (stages, a stage's edge update, a rollout step), so they are one
+// contiguous run: checked, since external_inputs() and region_outputs()
+// rely on it.
+std::vector<OpId> ops_under(const std::vector<Item>& items) {
+  std::set<OpId> ops;
+  collect_ops(items, ops);
+  std::vector<OpId> run(ops.begin(), ops.end());
+  if (!run.empty() && run.back() - run.front() + 1 != static_cast<OpId>(run.size()))
+    throw std::logic_error("schedule: a checkpoint over ops that are not one run of the graph's order");
+  return run;
+}
+
+// Activations read inside and made outside: before the run, since a
+// producer precedes its consumers (CostGraph::lifetime()).
 std::vector<TensorId> external_inputs(const CostGraph& g, const std::vector<Item>& items) {
-  std::set<OpId> inside;
-  collect_ops(items, inside);
+  const std::vector<OpId> inside = ops_under(items);
   std::vector<TensorId> external;
   for (OpId id : inside) {
     for (TensorId t : g.op(id).inputs) {
       if (g.tensor(t).role != TensorRole::activation) continue;
-      const OpId p = g.producer(t);
-      if (p >= 0 && !inside.count(p) && std::find(external.begin(), external.end(), t) == external.end())
+      const OpId p = g.lifetime(t).producer;
+      if (p >= 0 && p < inside.front() && std::find(external.begin(), external.end(), t) == external.end())
         external.push_back(t);
     }
   }
   return external;
 }
 
+// Activations made inside and read outside: after the run, so their last
+// use is past it.
 std::vector<TensorId> region_outputs(const CostGraph& g, const std::vector<Item>& items) {
-  std::set<OpId> inside;
-  collect_ops(items, inside);
+  const std::vector<OpId> inside = ops_under(items);
   std::vector<TensorId> out;
   for (OpId id : inside)
     for (TensorId t : g.op(id).outputs)
-      for (OpId consumer : g.consumers(t))
-        if (!inside.count(consumer)) {
-          out.push_back(t);
-          break;
-        }
+      if (g.lifetime(t).last_use > inside.back()) out.push_back(t);
   return out;
 }
 
