@@ -82,12 +82,18 @@ bool reads_nothing_before(const CostGraph& g, int from, int to) {
   return true;
 }
 
-// Stage [from, to) is the last use of every activation crossing `from`: a
-// join of all that reaches it.
-bool ends_all_crossing(const CostGraph& g, int from, int to) {
-  for (TensorId t : crossing_set(g, from))
-    if (g.lifetime(t).last_use >= to) return false;
-  return true;
+// Per boundary i, the last use of the activations made before it (-1:
+// none): those crossing i all end before boundary j exactly when it is < j.
+std::vector<int> last_uses_before(const CostGraph& g) {
+  std::vector<int> last(g.ops().size() + 1, -1);
+  for (std::size_t t = 0; t < g.tensors().size(); ++t) {
+    const TensorLifetime& life = g.lifetimes()[t];
+    if (g.tensors()[t].role != TensorRole::activation || life.uses == 0) continue;
+    int& at = last[static_cast<std::size_t>(life.producer) + 1];
+    at = std::max(at, static_cast<int>(life.last_use));
+  }
+  for (std::size_t i = 1; i < last.size(); ++i) last[i] = std::max(last[i], last[i - 1]);
+  return last;
 }
 
 }  // namespace
@@ -107,12 +113,14 @@ bool ends_all_crossing(const CostGraph& g, int from, int to) {
 void check_stage_boundaries(const CostGraph& g) {
   const std::vector<int> stages = stage_boundaries(g);
   const std::vector<int> cuts = cut_points(g);
+  const std::vector<int> last_use_before = last_uses_before(g);
   auto is_cut = [&](int b) { return std::binary_search(cuts.begin(), cuts.end(), b); };
   for (std::size_t k = 0; k < stages.size(); ++k) {
     const int b = stages[k];
     if (is_cut(b)) continue;
     const bool branch = k > 0 && is_cut(stages[k - 1]) && reads_nothing_before(g, stages[k - 1], b);
-    const bool join = k + 1 < stages.size() && is_cut(stages[k + 1]) && ends_all_crossing(g, b, stages[k + 1]);
+    const bool join = !branch && k + 1 < stages.size() && is_cut(stages[k + 1]) &&
+                      last_use_before[static_cast<std::size_t>(b)] < stages[k + 1];
     if (!branch && !join)
       throw std::logic_error(fmt::format(
           "cost graph: the stage boundary before op {} is no cut point of the graph ({} activations cross it)",

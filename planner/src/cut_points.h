@@ -7,16 +7,16 @@
 // before it and read at or after it: role activation and lifetime.producer
 // < i <= lifetime.last_use (inputs and parameters are live throughout and
 // never cross; a tensor nothing reads crosses nothing). Its width is their
-// count: what a checkpoint starting there keeps, and all that ties what
-// came before to what follows.
+// count: all that ties what came before to what follows, and all that a
+// checkpoint starting there could have to keep.
 //
 // Cut points: the inner boundaries (1 <= i < n) on a local-minimum plateau
 // of the width. A plateau is a maximal run of consecutive inner boundaries
 // of equal width; it is a local minimum when the inner boundary just before
 // it (if any) and the one just after it (if any) are both wider. So in a
-// chain every boundary is a cut, and a tensor that skips over ops (a→b→c
-// with a→c) makes the boundaries it spans wider than where it starts and
-// ends, so none of them is a cut, however long the skip.
+// chain every boundary is a cut, and in a chain with a skip (a→b→c with
+// a→c) the boundaries the skip spans are wider than its ends, so none of
+// them is a cut, however long the skip.
 //
 // On GraphCast (docs/architecture.md "Boost.Graph at work") every stage
 // boundary is a cut point except two kinds, which check_stage_boundaries()

@@ -17,7 +17,8 @@
 // each tensor's lifetime in that order, read off the DAG's edges
 // (lifetime(); the simulator's engine and the solver's replay read it); and
 // the checkpointable cut points of that order, which every stage boundary
-// must be (src/cut_points.h).
+// must be but for the two kinds src/cut_points.cpp accepts (a branch off the
+// inputs, a join of all that crosses into it).
 
 #include <cstdint>
 #include <memory>
@@ -159,8 +160,8 @@ class CostGraph {
 
 // Assembles a CostGraph op by op (used by the model builders), then checks it
 // with Boost.Graph: acyclic, emitted in topological order, stages contiguous,
-// every stage boundary a cut point of the order (src/cut_points.h), and
-// computes the lifetimes from the DAG.
+// every stage boundary a cut point of the order or of a kind
+// src/cut_points.cpp accepts, and computes the lifetimes from the DAG.
 // A step beyond actmem/limits.h is refused as it grows, before it takes the
 // memory: tensors totalling more than kMaxStepBytes, or more than
 // kMaxStepOps ops, are an InputError naming --batch or --rollout (or the
