@@ -2,6 +2,7 @@
 // hand-built DAGs where the answer is known, and GraphCast in every preset,
 // framework and implementation, at rollout 1 and 3.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <set>
 #include <span>
@@ -28,11 +29,11 @@ CostGraph dag(const std::vector<std::vector<int>>& reads, const std::vector<int>
   for (std::size_t i = 0; i < reads.size(); ++i) {
     Op op;
     op.kind = OpKind::add;
-    op.name = "op" + std::to_string(i);
+    op.name = fmt::format("op{}", i);
     op.stage = stage_of.empty() ? 0 : stage_of[i];
     for (int r : reads[i]) op.inputs.push_back(made[static_cast<std::size_t>(r)]);
     if (op.inputs.empty()) op.inputs = {x};
-    made.push_back(b.add_tensor({"t" + std::to_string(i), 4, 4, 4, TensorRole::activation, true}));
+    made.push_back(b.add_tensor({fmt::format("t{}", i), 4, 4, 4, TensorRole::activation, true}));
     op.outputs = {made.back()};
     b.add_op(op);
   }
@@ -66,7 +67,7 @@ TEST_SUITE("cut points") {
     const std::vector<std::vector<TensorId>> inputs{{x}, {t[0], t[0]}, {t[0]}};
     for (std::size_t i = 0; i < 3; ++i) {
       Op op;
-      op.name = "op" + std::to_string(i);
+      op.name = fmt::format("op{}", i);
       op.inputs = inputs[i];
       op.outputs = {t[i]};
       b.add_op(op);
@@ -188,7 +189,6 @@ TEST_SUITE("cut points") {
         run.rollout = 3;
         const CostGraph g = CostGraph::build(testing::tiny_model(2, c), run);
         const std::vector<int> chain = detail::chain_from_cut_points(g.ops().size(), cut_points(g));
-        std::set<int> split_stage_boundaries;
         for (int b : detail::stage_boundaries(g)) {
           const bool split = chain[static_cast<std::size_t>(b)] != chain[static_cast<std::size_t>(b) - 1];
           CHECK(split != expected_non_cut(g, b));
