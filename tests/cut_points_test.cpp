@@ -124,6 +124,11 @@ TEST_SUITE("cut points") {
     const CostGraph diamond = dag({{}, {0}, {0}, {1, 2}, {3}});
     CHECK(detail::crossing_widths(diamond) == std::vector<int>{0, 1, 2, 2, 1, 0});
     CHECK(cut_points(diamond) == std::vector<int>{1, 4});
+    // A fan-in: a, b, c made from the input alone, d reads all three, then
+    // e: the widths rise 1, 2, 3 and fall to 1, so only a's end and d's.
+    const CostGraph fan_in = dag({{}, {}, {}, {0, 1, 2}, {3}});
+    CHECK(detail::crossing_widths(fan_in) == std::vector<int>{0, 1, 2, 3, 1, 0});
+    CHECK(cut_points(fan_in) == std::vector<int>{1, 4});
     // Two overlapping skips, a -> c and b -> d, in a chain a..e: only the ends.
     const CostGraph overlapping = dag({{}, {0}, {0, 1}, {1, 2}, {3}});
     CHECK(cut_points(overlapping) == std::vector<int>{1, 4});
