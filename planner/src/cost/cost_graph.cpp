@@ -1,5 +1,6 @@
 #include "actmem/cost/cost_graph.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -8,6 +9,7 @@
 
 #include "actmem/util/error.h"
 #include "actmem/util/limits.h"
+#include "cost/cut_points.h"
 #include "util/checked_math.h"
 
 namespace actmem {
@@ -151,8 +153,7 @@ void CostGraphBuilder::check_holds() const {
   }
 }
 
-CostGraph CostGraphBuilder::finish() {
-  check_holds();
+void CostGraphBuilder::build_dag() {
   CostGraph& g = graph_;
   auto& dag = g.dag_->graph;
   dag = CostGraph::Dag::Graph(g.ops_.size());
@@ -162,8 +163,14 @@ CostGraph CostGraphBuilder::finish() {
     for (OpId to : g.consumers_[t])
       boost::add_edge(static_cast<std::size_t>(from), static_cast<std::size_t>(to), static_cast<TensorId>(t), dag);
   }
+}
+
+// Acyclic, ops() a topological order of the DAG, stages in chain order.
+void CostGraphBuilder::check_order() const {
+  const CostGraph& g = graph_;
+  const auto& dag = g.dag_->graph;
   // topological_sort throws boost::not_a_dag on a cycle; it writes vertices
-  // in reverse topological order.
+  // in reverse topological order (any one: ops() is checked below).
   std::vector<std::size_t> reverse_order;
   boost::topological_sort(dag, std::back_inserter(reverse_order));
   // The emitted order must itself be topological: every edge runs forward.
@@ -179,6 +186,31 @@ CostGraph CostGraphBuilder::finish() {
     if (b.step < a.step || (b.step == a.step && b.stage < a.stage))
       throw std::logic_error("cost graph: stages out of order at op " + b.name);
   }
+}
+
+// TensorLifetime from the DAG: each op's out-edges name the tensors it makes
+// that are read, and their readers (positions in ops(): check_order()).
+void CostGraphBuilder::compute_lifetimes() {
+  CostGraph& g = graph_;
+  const auto& dag = g.dag_->graph;
+  g.lifetimes_.assign(g.tensors_.size(), TensorLifetime{});
+  for (std::size_t op = 0; op < g.ops_.size(); ++op)
+    for (TensorId t : g.ops_[op].outputs) g.lifetimes_[static_cast<std::size_t>(t)].producer = static_cast<OpId>(op);
+  const auto names = boost::get(boost::edge_name, dag);
+  for (std::size_t op = 0; op < g.ops_.size(); ++op)
+    for (auto [e, end] = boost::out_edges(op, dag); e != end; ++e) {
+      TensorLifetime& life = g.lifetimes_[static_cast<std::size_t>(names[*e])];
+      life.last_use = std::max(life.last_use, static_cast<OpId>(boost::target(*e, dag)));
+      ++life.uses;
+    }
+}
+
+CostGraph CostGraphBuilder::finish() {
+  check_holds();
+  build_dag();
+  check_order();
+  compute_lifetimes();
+  detail::check_stage_boundaries(graph_);
   return std::move(graph_);
 }
 

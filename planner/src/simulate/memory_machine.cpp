@@ -124,7 +124,7 @@ std::int64_t MemoryMachine::bytes_of(TensorId t, std::int64_t block_rows) const 
 
 void MemoryMachine::seed_gradients(const Op& op) {
   if (op.kind == OpKind::mse_loss) grad(op.outputs.front()) = allocate(4, kGradients, 1);
-  if (op.kind == OpKind::next_input && g_.consumers(op.outputs.front()).empty())
+  if (op.kind == OpKind::next_input && g_.lifetime(op.outputs.front()).uses == 0)
     grad(op.outputs.front()) = allocate(tensor(op.outputs.front()).gradient_bytes(), kGradients, 1);
 }
 

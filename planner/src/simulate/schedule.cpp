@@ -1,46 +1,66 @@
 #include "simulate/schedule.h"
 
 #include <algorithm>
-#include <set>
+#include <stdexcept>
 
 namespace actmem {
 namespace {
 
-void collect_ops(const std::vector<Item>& items, std::set<OpId>& ops) {
+// Ops first..last of ops() (empty: last < first).
+struct OpRun {
+  OpId first = 0, last = -1;
+};
+
+// Widens `run` by the ops under `items`, counting them (each op is in a
+// schedule once).
+void extend(const std::vector<Item>& items, OpRun& run, OpId& count) {
   for (const Item& item : items) {
-    if (item.kind == Item::Kind::op)
-      ops.insert(item.op);
-    else
-      collect_ops(item.children, ops);
+    if (item.kind != Item::Kind::op) {
+      extend(item.children, run, count);
+      continue;
+    }
+    run.first = count == 0 ? item.op : std::min(run.first, item.op);
+    run.last = count == 0 ? item.op : std::max(run.last, item.op);
+    ++count;
   }
 }
 
+// The ops under `items`. The schedule wraps runs of ops() (stages, a
+// stage's edge update, a rollout step), so they are one contiguous run:
+// checked, since external_inputs() and region_outputs() rely on it.
+OpRun ops_under(const std::vector<Item>& items) {
+  OpRun run;
+  OpId count = 0;
+  extend(items, run, count);
+  if (run.last - run.first + 1 != count)
+    throw std::logic_error("schedule: a checkpoint over ops that are not one run of the graph's order");
+  return run;
+}
+
+// Activations read inside and made outside: before the run, since a
+// producer precedes its consumers (CostGraph::lifetime()).
 std::vector<TensorId> external_inputs(const CostGraph& g, const std::vector<Item>& items) {
-  std::set<OpId> inside;
-  collect_ops(items, inside);
+  const OpRun inside = ops_under(items);
   std::vector<TensorId> external;
-  for (OpId id : inside) {
+  for (OpId id = inside.first; id <= inside.last; ++id) {
     for (TensorId t : g.op(id).inputs) {
       if (g.tensor(t).role != TensorRole::activation) continue;
-      const OpId p = g.producer(t);
-      if (p >= 0 && !inside.count(p) && std::find(external.begin(), external.end(), t) == external.end())
+      const OpId p = g.lifetime(t).producer;
+      if (p >= 0 && p < inside.first && std::find(external.begin(), external.end(), t) == external.end())
         external.push_back(t);
     }
   }
   return external;
 }
 
+// Activations made inside and read outside: after the run, so their last
+// use is past it.
 std::vector<TensorId> region_outputs(const CostGraph& g, const std::vector<Item>& items) {
-  std::set<OpId> inside;
-  collect_ops(items, inside);
+  const OpRun inside = ops_under(items);
   std::vector<TensorId> out;
-  for (OpId id : inside)
+  for (OpId id = inside.first; id <= inside.last; ++id)
     for (TensorId t : g.op(id).outputs)
-      for (OpId consumer : g.consumers(t))
-        if (!inside.count(consumer)) {
-          out.push_back(t);
-          break;
-        }
+      if (g.lifetime(t).last_use > inside.last) out.push_back(t);
   return out;
 }
 

@@ -19,11 +19,12 @@ ReplayGraph::ReplayGraph(const CostGraph& g)
   producer_key.assign(n, -1);
   last_use_key.assign(n, -1);
   has_grad.assign(n, 0);
+  // op_key never decreases along ops() (stages in chain order,
+  // CostGraphBuilder checks it), so the last use's key is the largest.
   for (std::size_t t = 0; t < n; ++t) {
-    const OpId p = g.producer(static_cast<TensorId>(t));
-    if (p >= 0) producer_key[t] = op_key[static_cast<std::size_t>(p)];
-    for (OpId c : g.consumers(static_cast<TensorId>(t)))
-      last_use_key[t] = std::max(last_use_key[t], op_key[static_cast<std::size_t>(c)]);
+    const TensorLifetime& life = g.lifetimes()[t];
+    if (life.producer >= 0) producer_key[t] = op_key[static_cast<std::size_t>(life.producer)];
+    if (life.last_use >= 0) last_use_key[t] = op_key[static_cast<std::size_t>(life.last_use)];
   }
   // Which tensors receive a gradient: backward runs an op when one of its
   // outputs has one (the losses are seeded), and it gives one to every input
@@ -245,7 +246,13 @@ class Replay : MemoryMachine {
       if (grad(t) >= 0) result.outgoing_grads.emplace_back(t, buffer(grad(t)).bytes);
   }
 
+  // A consumer of t with a key in (self, hi]. The last use has the largest
+  // key (ReplayGraph): none when it is at most self, the last use itself
+  // when it is at most hi (always when hi is kNoEnd).
   bool consumed_after(TensorId t, int self, int hi) const {
+    const int last = rg_.last_use_key[static_cast<std::size_t>(t)];
+    if (last <= self) return false;
+    if (last <= hi) return true;
     for (OpId c : g_.consumers(t)) {
       const int k = rg_.op_key[static_cast<std::size_t>(c)];
       if (k > self && k <= hi) return true;

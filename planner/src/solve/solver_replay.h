@@ -92,11 +92,15 @@ struct ReplayGraph {
   ReplayGraph(const CostGraph& graph);
   const CostGraph& graph;
   MemoryProfile profile;
-  int stage_count = 0;            // stages of one step; the loss is stage_count
-  std::vector<int> op_key;        // per op: step * (stage_count + 1) + stage (chain order)
-  std::vector<int> producer_key;  // per tensor: op_key of its producer, -1 for inputs/parameters
-  std::vector<int> last_use_key;  // per tensor: largest op_key of a consumer, -1 if none
-  std::vector<char> has_grad;     // per tensor: backward gives it a gradient
+  int stage_count = 0;      // stages of one step; the loss is stage_count
+  std::vector<int> op_key;  // per op: step * (stage_count + 1) + stage (chain order)
+  // Per tensor, from CostGraph::lifetime(): op_key of its producer and of
+  // its last use, the largest of its consumers' (both -1 for inputs and
+  // parameters, whose uses are no edges of the DAG; last use -1 for an
+  // activation nothing reads).
+  std::vector<int> producer_key;
+  std::vector<int> last_use_key;
+  std::vector<char> has_grad;  // per tensor: backward gives it a gradient
   // Per (step, stage) of the chain (loss = stage_count): tensors whose
   // gradient exists when the stage's backward starts, sorted.
   std::vector<std::vector<std::vector<TensorId>>> incoming;

@@ -11,6 +11,14 @@
 // contiguous run, stages in chain order, and each stage's edge update (the
 // ops with edge_update set: gathers, concat, edge MLP, LayerNorm) is one
 // contiguous run inside it. The simulator relies on this.
+//
+// What Boost.Graph computes (CostGraphBuilder::finish()): that the DAG is
+// acyclic (topological_sort) and that ops() is a topological order of it;
+// each tensor's lifetime in that order, read off the DAG's edges
+// (lifetime(); the simulator's engine and the solver's replay read it); and
+// the checkpointable cut points of that order, which every stage boundary
+// must be but for the two kinds src/cut_points.cpp accepts (a branch off the
+// inputs, a join of all that crosses into it).
 
 #include <cstdint>
 #include <memory>
@@ -111,6 +119,18 @@ struct Op {
   std::vector<TensorId> releases_held;
 };
 
+// A tensor's lifetime in the order of ops(), where an op's position is its
+// OpId, read off the DAG's edges (one edge per (consumer, input slot), from
+// the tensor's producer). An activation with uses > 0 has producer <
+// last_use; inputs and parameters have producer -1 and no edges, so
+// last_use -1 and uses 0. Holds (Op::releases_held) are not edges: they
+// neither count as uses nor extend last_use.
+struct TensorLifetime {
+  OpId producer = -1;  // the op making it; -1: an input or a parameter
+  OpId last_use = -1;  // the last op reading it; -1: none reads it
+  int uses = 0;        // its edges: an op reading it twice counts twice
+};
+
 class CostGraph {
  public:
   // GraphCast's training step (models/graphcast_builder.cpp).
@@ -139,6 +159,9 @@ class CostGraph {
   // consuming it, read off the DAG.
   OpId producer(TensorId id) const;
   std::span<const OpId> consumers(TensorId id) const;
+  // Lifetimes by tensor (TensorLifetime), computed once from the DAG.
+  const TensorLifetime& lifetime(TensorId id) const { return lifetimes_[static_cast<std::size_t>(id)]; }
+  std::span<const TensorLifetime> lifetimes() const { return lifetimes_; }
 
   std::int64_t parameter_bytes() const;  // float32 masters
   std::int64_t parameter_count() const;
@@ -156,15 +179,18 @@ class CostGraph {
   std::vector<Tensor> tensors_;
   std::vector<OpId> producer_;
   std::vector<std::vector<OpId>> consumers_;
+  std::vector<TensorLifetime> lifetimes_;
   struct Dag;
   std::unique_ptr<Dag> dag_;
 };
 
 // Assembles a CostGraph op by op (used by the model builders), then checks it
-// with Boost.Graph: acyclic, emitted in topological order, stages contiguous.
+// with Boost.Graph: acyclic, emitted in topological order, stages contiguous,
+// every stage boundary a cut point of the order or of a kind
+// src/cost/cut_points.cpp accepts, and computes the lifetimes from the DAG.
 // A step beyond actmem/util/limits.h is refused as it grows, before it takes the
 // memory: tensors totalling more than kMaxStepBytes, or more than
-// kMaxStepOps ops, are an InputError naming --batch or --rollout (or the
+// kMaxStepOps ops, are an InputError naming the batch or the rollout (or the
 // model). Below kMaxStepBytes no byte figure of the simulator or the
 // solver can overflow int64.
 class CostGraphBuilder {
@@ -185,6 +211,9 @@ class CostGraphBuilder {
  private:
   void check_bytes(const Tensor& tensor);
   void check_holds() const;
+  void build_dag();
+  void check_order() const;
+  void compute_lifetimes();
 
   CostGraph graph_;
   std::int64_t total_bytes_ = 0;
