@@ -1,4 +1,4 @@
-// CostGraph::build(): GraphCast's training step as an op-level DAG.
+// build_graphcast(): GraphCast's training step as an op-level DAG.
 //
 // Layer structure from DeepMind's graphcast code (deep_typed_graph_net.py;
 // docs/model-format.md, docs/cost-model.md §1), written as the PyTorch
@@ -21,6 +21,7 @@
 
 #include "actmem/cost/cost_graph.h"
 #include "actmem/util/error.h"
+#include "builders.h"
 
 namespace actmem {
 namespace {
@@ -513,8 +514,7 @@ class GraphCastBuilder {
 
 }  // namespace
 
-CostGraph CostGraph::build(const ModelDescription& model, const RunOptions& run) {
-  validate(run);
+CostGraph build_graphcast(const ModelDescription& model, const RunOptions& run) {
   return GraphCastBuilder(model, run).build();
 }
 

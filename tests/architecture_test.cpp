@@ -14,6 +14,7 @@
 
 #include "actmem/cost/cost_graph.h"
 #include "actmem/model/device.h"
+#include "actmem/model/model.h"
 #include "actmem/simulate/plan.h"
 #include "actmem/simulate/simulator.h"
 #include "actmem/solve/solver.h"
@@ -122,6 +123,16 @@ CostGraph mesh_transformer(Framework framework) {
 }
 
 TEST_SUITE("architecture seam") {
+  TEST_CASE("architecture seam: the model's architecture selects the builder, an unknown one is refused") {
+    CHECK(architecture_names() == std::vector<std::string>{"graphcast"});
+    ModelDescription m = testing::tiny_model(2);
+    CHECK(CostGraph::build(m, RunOptions{}).stages().front() == "encoder");
+    m.architecture = "gencast";
+    CHECK_THROWS_WITH_AS(CostGraph::build(m, RunOptions{}),
+                         doctest::Contains("/architecture: expected one of \"graphcast\", got \"gencast\""),
+                         InputError);
+  }
+
   TEST_CASE("another architecture: built-in plans follow its declared roles") {
     const CostGraph g = mesh_transformer(Framework::jax);
     CHECK(describe_chain(g.chain()) == "encoder, block.0..block.5, decoder");

@@ -58,7 +58,7 @@ TEST_SUITE("model") {
         {"wrong type", "latent_size", "512", "tiny.json: /latent_size: expected a positive integer, got \"512\""},
         {"fraction", "processor_steps", 2.5, "tiny.json: /processor_steps: expected a positive integer, got 2.5"},
         {"architecture", "architecture", "transformer",
-         "tiny.json: /architecture: expected \"graphcast\", got \"transformer\""},
+         "tiny.json: /architecture: expected one of \"graphcast\", got \"transformer\""},
     };
     for (const Case& c : cases) {
       CAPTURE(c.name);

@@ -168,8 +168,11 @@ ModelDescription model_from_json(const nlohmann::json& document, const std::stri
   ModelDescription m;
   m.name = in.optional_name("name").value_or(one_line(std::filesystem::path(source).stem().string()));
   m.architecture = in.string("architecture");
-  if (m.architecture != "graphcast")
-    in.fail("architecture", fmt::format("expected \"graphcast\", got {}", detail::describe(in.value("architecture"))));
+  if (const std::vector<std::string> names = architecture_names();
+      std::find(names.begin(), names.end(), m.architecture) == names.end())
+    in.fail("architecture",
+            fmt::format("expected one of \"{}\", got {}{}", fmt::join(names, "\", \""),
+                        detail::describe(in.value("architecture")), did_you_mean(m.architecture, names)));
   read_implementation(in, m);
   m.resolution_deg = in.optional_positive_number("resolution_deg");
   if (in.has("mesh_level")) m.mesh_level = in.non_negative_int("mesh_level", kMaxMeshLevel);

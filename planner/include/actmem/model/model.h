@@ -68,6 +68,10 @@ struct ModelDescription {
   std::int64_t output_features = 0;
 };
 
+// The architectures CostGraph::build has a builder for: the values a model's
+// `architecture` may take.
+std::vector<std::string> architecture_names();
+
 // Names of the built-in presets, in catalog order.
 std::vector<std::string> preset_names();
 
