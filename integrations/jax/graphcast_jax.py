@@ -35,6 +35,8 @@ Contracts:
 from __future__ import annotations
 
 import math
+import os
+import sys
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable, NamedTuple
@@ -42,6 +44,10 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from graphcast_stages import (EDGE_STAGE_KINDS, STAGE_READS, STAGE_WRITES, range_io, stage_kind,  # noqa: E402,F401
+                              stage_names, stage_reads, stage_writes)
 
 FORCINGS = 5       # forcing channels at the target time
 STATIC = 5         # 2 static + 3 position channels per grid node
@@ -151,28 +157,6 @@ class Run:
 
 
 # ---------------------------------------------------------------- stages
-
-def stage_names(processor_steps: int) -> list[str]:
-    return ["encoder", "mesh_edge_embed"] + [f"processor.{k}" for k in range(processor_steps)] + ["decoder"]
-
-
-def stage_kind(stage: str) -> str:
-    return "processor" if stage.startswith("processor.") else stage
-
-
-EDGE_STAGE_KINDS = ("encoder", "processor", "decoder")
-_READS = {"encoder": (), "mesh_edge_embed": (), "processor": ("v_m", "e_m"), "decoder": ("v_g", "v_m")}
-_WRITES = {"encoder": ("v_g", "v_m"), "mesh_edge_embed": ("e_m",), "processor": ("v_m", "e_m"),
-           "decoder": ("pred",)}
-
-
-def stage_reads(stage: str) -> tuple[str, ...]:
-    return _READS[stage_kind(stage)]
-
-
-def stage_writes(stage: str) -> tuple[str, ...]:
-    return _WRITES[stage_kind(stage)]
-
 
 # ---------------------------------------------------------------- parameters
 

@@ -24,8 +24,8 @@ from functools import partial
 
 import jax
 
-from graphcast_jax import (EDGE_STAGE_KINDS, Description, InputError, NetworkInputs, run_stage, stage_kind,
-                           stage_names, stage_reads, stage_writes)
+from graphcast_jax import (EDGE_STAGE_KINDS, Description, InputError, NetworkInputs, range_io, run_stage, stage_kind,
+                           stage_names, stage_reads)
 
 # Fields of a plan file; a partial file may hold only the plan's own ones.
 PLAN_FIELDS = ("checkpoints", "edge_blocks", "stages", "step_checkpoint")
@@ -168,15 +168,6 @@ def network(plan: Plan):
     return run
 
 
-def _range_io(plan: Plan, first: int, last: int) -> tuple[list[str], set[str]]:
-    """Latents that stages first..last read from before them (sorted), and the latents they write."""
-    reads, writes = set(), set()
-    for s in plan.stages[first:last + 1]:
-        reads |= set(stage_reads(s)) - writes
-        writes |= set(stage_writes(s))
-    return sorted(reads), writes
-
-
 def _run_range(plan: Plan, params, x, first: int, last: int, regions, latents: dict, keep) -> dict:
     """Runs stages first..last on `latents`, each region of `regions` under
     one checkpoint; returns the latents named in `keep` (and any others live)."""
@@ -191,7 +182,7 @@ def _run_range(plan: Plan, params, x, first: int, last: int, regions, latents: d
                                      plan.blocks(stage)))
         else:
             needed = set(keep).union(*(stage_reads(s) for s in plan.stages[end + 1:last + 1]))
-            reads, writes = _range_io(plan, i, end)
+            reads, writes = range_io(plan.stages, i, end)
             outs = sorted(writes & needed)
             fn = jax.checkpoint(partial(_region, plan, region, reads, outs),
                                 policy=jax.checkpoint_policies.nothing_saveable)

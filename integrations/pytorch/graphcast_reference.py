@@ -21,11 +21,17 @@ Contracts the simulator relies on:
 from __future__ import annotations
 
 import json
+import os
+import sys
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from graphcast_stages import (EDGE_STAGE_KINDS, STAGE_READS, STAGE_WRITES, range_io, stage_kind,  # noqa: E402,F401
+                              stage_names, stage_reads, stage_writes)
 
 DESCRIPTION_FIELDS = (
     "grid_nodes", "mesh_nodes", "grid2mesh_edges", "mesh_edges", "mesh2grid_edges",
@@ -63,28 +69,6 @@ class Description:
     def load(path: str) -> "Description":
         with open(path) as f:
             return Description.from_json(json.load(f), path)
-
-
-def stage_names(steps: int) -> list[str]:
-    return ["encoder", "mesh_edge_embed"] + [f"processor.{k}" for k in range(steps)] + ["decoder"]
-
-
-def _kind(stage: str) -> str:
-    return "processor" if stage.startswith("processor.") else stage
-
-
-# Latents flowing between stages: v_g grid nodes, v_m mesh nodes, e_m mesh edges.
-STAGE_READS = {"encoder": (), "mesh_edge_embed": (), "processor": ("v_m", "e_m"), "decoder": ("v_g", "v_m")}
-STAGE_WRITES = {"encoder": ("v_g", "v_m"), "mesh_edge_embed": ("e_m",), "processor": ("v_m", "e_m"),
-                "decoder": ("pred",)}
-
-
-def stage_reads(stage: str) -> tuple[str, ...]:
-    return STAGE_READS[_kind(stage)]
-
-
-def stage_writes(stage: str) -> tuple[str, ...]:
-    return STAGE_WRITES[_kind(stage)]
 
 
 @dataclass
@@ -217,7 +201,7 @@ class GraphCast(nn.Module):
     def run_stage(self, stage: str, latents: dict, x: Inputs, blocks: int, checkpoint_fn) -> dict:
         """Runs one stage. `latents` holds stage_reads(stage) and is consumed
         (emptied); the caller must keep no other reference to its values."""
-        kind = _kind(stage)
+        kind = stage_kind(stage)
         if kind == "encoder":
             return self._encoder(x, blocks, checkpoint_fn)
         if kind == "mesh_edge_embed":

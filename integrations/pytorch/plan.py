@@ -35,7 +35,7 @@ from functools import partial
 import torch
 import torch.utils.checkpoint
 
-from graphcast_reference import GraphCast, Inputs, stage_reads, stage_writes
+from graphcast_reference import GraphCast, Inputs, range_io, stage_reads
 
 EDGE_COUNT_FIELD = {"encoder": "grid2mesh_edges", "processor": "mesh_edges", "decoder": "mesh2grid_edges"}
 
@@ -218,15 +218,6 @@ def forward(model: GraphCast, plan: Plan, x: Inputs, tracer: Tracer | None = Non
     return latents.pop("pred")
 
 
-def _range_io(plan: Plan, first: int, last: int) -> tuple[list[str], set[str]]:
-    """Latents a stage range reads from before it (sorted), and latents it writes."""
-    reads, writes = set(), set()
-    for s in plan.stages[first:last + 1]:
-        reads |= set(stage_reads(s)) - writes
-        writes |= set(stage_writes(s))
-    return sorted(reads), writes
-
-
 def _run_range(model, plan, x, tracer, first, last, regions, latents, keep, depth) -> dict:
     """Runs stages first..last, `depth` checkpoints deep, on `latents`
     (consumed) and returns the latents named in `keep`. A latent is dropped
@@ -238,7 +229,7 @@ def _run_range(model, plan, x, tracer, first, last, regions, latents, keep, dept
         r = starts.get(i)
         end = i if r is None else r.last
         needed = set(keep).union(*(stage_reads(s) for s in plan.stages[end + 1:last + 1]))
-        reads, writes = _range_io(plan, i, end)
+        reads, writes = range_io(plan.stages, i, end)
         if r is None:
             stage = plan.stages[i]
             stage_latents = {n: latents.pop(n) for n in reads}

@@ -1,0 +1,40 @@
+"""GraphCast's stage chain, as both reference models run it (integrations/jax
+and integrations/pytorch) and as actmem's builder declares it
+(models/graphcast_builder.cpp): encoder, mesh_edge_embed, processor.0..K-1,
+decoder. Stages pass latents by name: v_g grid nodes, v_m mesh nodes, e_m
+mesh edges, pred the prediction.
+"""
+from __future__ import annotations
+
+
+def stage_names(processor_steps: int) -> list[str]:
+    return ["encoder", "mesh_edge_embed"] + [f"processor.{k}" for k in range(processor_steps)] + ["decoder"]
+
+
+def stage_kind(stage: str) -> str:
+    """'processor' for processor.k, else the stage's own name."""
+    return "processor" if stage.startswith("processor.") else stage
+
+
+# The kinds of stage with an edge update, which a plan may block.
+EDGE_STAGE_KINDS = ("encoder", "processor", "decoder")
+STAGE_READS = {"encoder": (), "mesh_edge_embed": (), "processor": ("v_m", "e_m"), "decoder": ("v_g", "v_m")}
+STAGE_WRITES = {"encoder": ("v_g", "v_m"), "mesh_edge_embed": ("e_m",), "processor": ("v_m", "e_m"),
+                "decoder": ("pred",)}
+
+
+def stage_reads(stage: str) -> tuple[str, ...]:
+    return STAGE_READS[stage_kind(stage)]
+
+
+def stage_writes(stage: str) -> tuple[str, ...]:
+    return STAGE_WRITES[stage_kind(stage)]
+
+
+def range_io(stages, first: int, last: int) -> tuple[list[str], set[str]]:
+    """Latents that stages[first..last] read from before them (sorted), and the latents they write."""
+    reads, writes = set(), set()
+    for s in stages[first:last + 1]:
+        reads |= set(stage_reads(s)) - writes
+        writes |= set(stage_writes(s))
+    return sorted(reads), writes
