@@ -46,8 +46,8 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from graphcast_stages import (EDGE_STAGE_KINDS, STAGE_READS, STAGE_WRITES, range_io, stage_kind,  # noqa: E402,F401
-                              stage_names, stage_reads, stage_writes)
+from graphcast_common import (EDGE_STAGE_KINDS, SIZE_FIELDS, STAGE_READS, STAGE_WRITES, range_io,  # noqa: E402,F401
+                              read_sizes, stage_kind, stage_names, stage_reads, stage_writes)
 
 FORCINGS = 5       # forcing channels at the target time
 STATIC = 5         # 2 static + 3 position channels per grid node
@@ -57,11 +57,6 @@ ADAM = {"b1": 0.9, "b2": 0.999, "eps": 1e-8}
 LEARNING_RATE = 1e-3
 DTYPES = {"bfloat16": jnp.bfloat16, "float32": jnp.float32}
 OPTIMIZERS = ("adam", "sgd")
-DESCRIPTION_FIELDS = (
-    "grid_nodes", "mesh_nodes", "mesh_edges", "grid2mesh_edges", "mesh2grid_edges",
-    "latent_size", "mlp_hidden_layers", "processor_steps", "grid_input_features",
-    "mesh_input_features", "edge_features", "output_features",
-)
 
 
 class InputError(ValueError):
@@ -102,7 +97,10 @@ class Description:
         that the grid input splits into DeepMind's channel layout."""
         if not isinstance(obj, dict):
             raise InputError(source, pointer, "expected a model description object")
-        d = Description(**{k: _positive_int(obj, k, source, pointer) for k in DESCRIPTION_FIELDS})
+        def fail(key: str, found: str):
+            raise InputError(source, f"{pointer}/{key}", f"expected a positive integer, {found}")
+
+        d = Description(**read_sizes(obj, fail))
         g, c_t = d.grid_input_features, d.time_channels
         if (g - FORCINGS - STATIC) % FRAMES or c_t < FORCINGS + 1:
             raise InputError(source, f"{pointer}/grid_input_features",

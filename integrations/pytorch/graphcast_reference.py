@@ -30,14 +30,9 @@ import torch.nn.functional as F
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from graphcast_stages import (EDGE_STAGE_KINDS, STAGE_READS, STAGE_WRITES, range_io, stage_kind,  # noqa: E402,F401
-                              stage_names, stage_reads, stage_writes)
+from graphcast_common import (EDGE_STAGE_KINDS, SIZE_FIELDS, STAGE_READS, STAGE_WRITES, range_io,  # noqa: E402,F401
+                              read_sizes, stage_kind, stage_names, stage_reads, stage_writes)
 
-DESCRIPTION_FIELDS = (
-    "grid_nodes", "mesh_nodes", "grid2mesh_edges", "mesh_edges", "mesh2grid_edges",
-    "latent_size", "mlp_hidden_layers", "processor_steps", "grid_input_features",
-    "mesh_input_features", "edge_features", "output_features",
-)
 
 
 @dataclass(frozen=True)
@@ -57,13 +52,10 @@ class Description:
 
     @staticmethod
     def from_json(obj: dict, source: str = "model") -> "Description":
-        values = {}
-        for field in DESCRIPTION_FIELDS:
-            value = obj.get(field)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{source}: field '{field}': expected a positive integer, got {value!r}")
-            values[field] = value
-        return Description(**values)
+        def fail(key: str, found: str):
+            raise ValueError(f"{source}: field '{key}': expected a positive integer, {found}")
+
+        return Description(**read_sizes(obj, fail))
 
     @staticmethod
     def load(path: str) -> "Description":

@@ -1,10 +1,31 @@
-"""GraphCast's stage chain, as both reference models run it (integrations/jax
-and integrations/pytorch) and as actmem's builder declares it
-(models/graphcast_builder.cpp): encoder, mesh_edge_embed, processor.0..K-1,
-decoder. Stages pass latents by name: v_g grid nodes, v_m mesh nodes, e_m
-mesh edges, pred the prediction.
+"""What both reference models (integrations/jax, integrations/pytorch) read
+of GraphCast the same way: the twelve sizes of a model description, and the
+stage chain as actmem's builder declares it (models/graphcast_builder.cpp):
+encoder, mesh_edge_embed, processor.0..K-1, decoder. Stages pass latents by
+name: v_g grid nodes, v_m mesh nodes, e_m mesh edges, pred the prediction.
 """
 from __future__ import annotations
+
+from typing import Callable
+
+# The sizes of a model description (docs/model-format.md), in its order.
+SIZE_FIELDS = (
+    "grid_nodes", "mesh_nodes", "grid2mesh_edges", "mesh_edges", "mesh2grid_edges",
+    "latent_size", "mlp_hidden_layers", "processor_steps", "grid_input_features",
+    "mesh_input_features", "edge_features", "output_features",
+)
+
+
+def read_sizes(obj: dict, fail: Callable[[str, str], None]) -> dict[str, int]:
+    """The twelve sizes of a description (other fields ignored), each a
+    positive integer; otherwise fail(field, what was found), which raises."""
+    sizes = {}
+    for key in SIZE_FIELDS:
+        value = obj.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            fail(key, "missing" if key not in obj else f"got {value!r}")
+        sizes[key] = value
+    return sizes
 
 
 def stage_names(processor_steps: int) -> list[str]:
