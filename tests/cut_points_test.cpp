@@ -18,6 +18,15 @@ using detail::cut_points;
 
 namespace {
 
+// The tiny model of implementation `c` at rollout 3 (first, middle and last
+// steps all present).
+CostGraph tiny_rollout_3(const testing::ImplementationCase& c, Framework framework) {
+  RunOptions run;
+  run.framework = framework;
+  run.rollout = 3;
+  return CostGraph::build(testing::tiny_model(2, c), run);
+}
+
 // Op i makes tensor "t<i>" from the tensors of the ops in reads[i] (none:
 // from the model input x), in stage stage_of[i] (default 0) of one stage per
 // name in `stages`.
@@ -92,10 +101,7 @@ TEST_SUITE("cut points") {
     for (const testing::ImplementationCase& c : testing::kImplementationCases)
       for (Framework framework : {Framework::pytorch, Framework::jax}) {
         CAPTURE(c.name);
-        RunOptions run;
-        run.framework = framework;
-        run.rollout = 3;
-        const CostGraph g = CostGraph::build(testing::tiny_model(2, c), run);
+        const CostGraph g = tiny_rollout_3(c, framework);
         for (std::size_t t = 0; t < g.tensors().size(); ++t) {
           const auto id = static_cast<TensorId>(t);
           CHECK(g.lifetime(id).producer == g.producer(id));
@@ -191,10 +197,7 @@ TEST_SUITE("cut points") {
     for (const testing::ImplementationCase& c : testing::kImplementationCases)
       for (Framework framework : {Framework::pytorch, Framework::jax}) {
         CAPTURE(c.name);
-        RunOptions run;
-        run.framework = framework;
-        run.rollout = 3;
-        const CostGraph g = CostGraph::build(testing::tiny_model(2, c), run);
+        const CostGraph g = tiny_rollout_3(c, framework);
         const std::vector<int> chain = detail::chain_from_cut_points(g.ops().size(), cut_points(g));
         for (int b : detail::stage_boundaries(g)) {
           const bool split = chain[static_cast<std::size_t>(b)] != chain[static_cast<std::size_t>(b) - 1];
