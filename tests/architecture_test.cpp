@@ -60,8 +60,8 @@ class MeshTransformerBuilder {
     op.stage = kBlocks + 2;
     op.inputs = {prediction, target};
     op.outputs = {loss};
-    op.forward_flops = 3.0 * kNodes * 64;
-    op.backward_flops = 2.0 * kNodes * 64;
+    op.forward_flops = 3.0 * static_cast<double>(kNodes * 64);
+    op.backward_flops = 2.0 * static_cast<double>(kNodes * 64);
     b_.add_op(op);
     return b_.finish();
   }
@@ -84,7 +84,7 @@ class MeshTransformerBuilder {
     op.stage = stage;
     op.inputs = {x, w, bias};
     op.outputs = {y};
-    op.forward_flops = 2.0 * kNodes * run_.batch * in * out;
+    op.forward_flops = 2.0 * static_cast<double>(kNodes * run_.batch * in * out);
     op.backward_flops = 2 * op.forward_flops;
     b_.add_op(op);
     return y;
