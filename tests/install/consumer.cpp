@@ -47,7 +47,7 @@ int main() {
     load_device("tpu-v9");
     expect(false, "an unknown device is an InputError");
   } catch (const InputError& e) {
-    expect(e.source() == "--device", std::string{"InputError::source(): "} + e.source());
+    expect(e.is_argument() && e.source() == "device", std::string{"InputError::source(): "} + e.source());
   }
 
   std::cout << "consumer: graphcast-small on " << device.id << ": peak " << format_bytes(answer.peak_bytes) << ", plan "
