@@ -63,6 +63,10 @@ MemoryProfile memory_profile(Framework framework, DType dtype, Implementation im
     // Over 95% of its HBM, XLA:TPU recomputes these in the backward pass (J7).
     p.compiler_remat_limit_fraction = 0.95;
     p.block_input_gradients_held = dtype == DType::bfloat16;
+    // A scanned rollout's loop body (J14).
+    p.loop_body_recomputes_silu = true;
+    p.loop_body_holds_step_inputs = true;
+    p.stacked_targets_copy_max_rollout = 8;  // one sublane tile of 8 rows
     rule(p, OpKind::gather).compiler_recomputable = true;
     rule(p, OpKind::silu).compiler_recomputable = true;
     rule(p, OpKind::add).compiler_recomputable = true;

@@ -253,7 +253,7 @@ void MemoryMachine::forward_op(OpId id, bool saving, std::int64_t block_rows, in
   if (saving) {
     std::vector<int> saved;
     for (std::size_t i = 0; i < op.inputs.size(); ++i)
-      if (rule.saved_inputs & (1u << i)) save(op.inputs[i], saved);
+      if ((rule.saved_inputs & (1u << i)) && !recomputed_in_loop_body(op, op.inputs[i])) save(op.inputs[i], saved);
     for (std::size_t i = 0; i < op.outputs.size(); ++i)
       if (rule.saved_outputs & (1u << i)) save(op.outputs[i], saved);
     saved_.push_back(std::move(saved));
@@ -392,6 +392,12 @@ void MemoryMachine::backward(const std::vector<Item>& items, std::int64_t block_
 // differentiate through it; finally let go of what it kept. Saved tensors
 // are freed one by one as their backward ops run.
 void MemoryMachine::backward_region(const Item& item, std::int64_t block_rows, int block) {
+  const bool outer_loop_body = in_loop_body_;
+  std::vector<int> step_inputs;
+  if (item.loop_body) {
+    in_loop_body_ = true;
+    if (profile_.loop_body_holds_step_inputs) step_inputs = hold_loop_body_step_inputs(item);
+  }
   const int saved_context = context_;
   begin_context(item.children);
   // A nested (reentrant) checkpoint holds its recomputed outputs through
@@ -411,6 +417,48 @@ void MemoryMachine::backward_region(const Item& item, std::int64_t block_rows, i
   --region_depth_;
   for (int b : held_outputs) release(b);
   release_kept(1, /*skipped=*/false);
+  for (int b : step_inputs) release(b);
+  in_loop_body_ = outer_loop_body;
+}
+
+// What XLA's backward loop body holds through a step's backward besides the
+// ops' residuals (J14): the step's grid input, the concatenation that reads
+// the carried frames, materialised in the activation dtype; and a float32
+// copy of one of the two carried frames' cotangent.
+std::vector<int> MemoryMachine::hold_loop_body_step_inputs(const Item& step) {
+  std::vector<OpId> ops;
+  std::vector<const Item*> stack{&step};
+  while (!stack.empty()) {
+    const Item* item = stack.back();
+    stack.pop_back();
+    for (const Item& c : item->children)
+      if (c.kind == Item::Kind::op)
+        ops.push_back(c.op);
+      else
+        stack.push_back(&c);
+  }
+  TensorId carry = -1, next = -1;
+  for (OpId id : ops)
+    if (const Op& op = g_.op(id); op.kind == OpKind::next_input && op.inputs.size() > 1) {
+      carry = op.inputs[1];
+      next = op.outputs.front();
+    }
+  std::vector<int> held;
+  if (carry < 0) return held;
+  held.push_back(allocate(tensor(next).gradient_bytes() / 2, kGradients, 1, next));
+  for (OpId id : ops)
+    if (const Op& op = g_.op(id);
+        op.kind == OpKind::concat && std::find(op.inputs.begin(), op.inputs.end(), carry) != op.inputs.end())
+      held.push_back(allocate(tensor(op.outputs.front()).bytes(), kActivations, 1, op.outputs.front()));
+  return held;
+}
+
+// In XLA's loop body a linear does not keep a SiLU's output it reads: the
+// body recomputes it from h, which SiLU keeps (J10, J14).
+bool MemoryMachine::recomputed_in_loop_body(const Op& op, TensorId input) const {
+  if (!in_loop_body_ || !profile_.loop_body_recomputes_silu || op.kind != OpKind::linear) return false;
+  const OpId p = g_.producer(input);
+  return p >= 0 && g_.op(p).kind == OpKind::silu;
 }
 
 void MemoryMachine::backward_blocks(const Item& item) {

@@ -123,6 +123,9 @@ class MemoryMachine {
   int context_ = 0;
   int context_count_ = 0;
   int region_depth_ = 0;  // regions whose backward is under way
+  // Inside the recomputation and backward of a rollout step's checkpoint:
+  // the body of XLA's scanned backward loop (J14).
+  bool in_loop_body_ = false;
   // Equal edge blocks are run in bulk (forward_blocks()); off: every block
   // runs op by op (a timeline wants a row per op).
   bool bulk_equal_blocks_ = true;
@@ -134,6 +137,8 @@ class MemoryMachine {
   double block_scale(const Op& op, std::int64_t block_rows) const;
   void forward_op(OpId id, bool saving, std::int64_t block_rows, int block, Pass pass);
   void save(TensorId t, std::vector<int>& saved);
+  bool recomputed_in_loop_body(const Op& op, TensorId input) const;
+  std::vector<int> hold_loop_body_step_inputs(const Item& step);
   void release_input(TensorId t);
   void release_holds(const Op& op);
   std::int64_t input_gradient(const Op& op, const OpMemoryRule& rule, TensorId t, std::int64_t block_rows);

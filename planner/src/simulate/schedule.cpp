@@ -163,7 +163,10 @@ Schedule build_schedule(const CostGraph& g, const Plan& plan) {
       per_stage[s] = stage_items(g, stage_ops[s], edges[s], plan.edge_blocks[s]);
     std::vector<Item> items = wrap(g, plan.checkpoints, per_stage, 0, static_cast<int>(stage_count) - 1);
     for (Item& item : loss) items.push_back(std::move(item));
-    if (plan.step_checkpoint && g.run().rollout > 1) items = {make_region(g, std::move(items))};
+    if (plan.step_checkpoint && g.run().rollout > 1) {
+      items = {make_region(g, std::move(items))};
+      items.front().loop_body = true;
+    }
     for (Item& item : items) schedule.items.push_back(std::move(item));
   }
   return schedule;

@@ -32,6 +32,8 @@ struct Item {
   TensorId output = -1;                  // the edge update's result, concatenated over blocks
   OpId first_op = -1;
   std::string name;
+  // Region only: a rollout step's checkpoint (the body of XLA's scanned loop).
+  bool loop_body = false;
 };
 
 struct Schedule {

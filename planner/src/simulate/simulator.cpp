@@ -38,11 +38,27 @@ class Simulation : detail::MemoryMachine {
     bulk_equal_blocks_ = !options.record_timeline;
   }
 
+  // The stacked float32 targets of a scanned rollout short enough for
+  // XLA:TPU to copy them (MemoryProfile::stacked_targets_copy_max_rollout),
+  // one buffer per step's target.
+  std::vector<int> copy_stacked_targets() {
+    std::vector<int> copies;
+    const bool scanned = !schedule_.items.empty() && schedule_.items.front().loop_body;
+    if (!scanned || g_.run().rollout > profile_.stacked_targets_copy_max_rollout) return copies;
+    for (const Op& op : g_.ops())
+      if (op.kind == OpKind::mse_loss && op.inputs.size() > 1 && g_.tensor(op.inputs[1]).role == TensorRole::input)
+        copies.push_back(allocate(g_.tensor(op.inputs[1]).bytes(), kActivations, 1, op.inputs[1]));
+    return copies;
+  }
+
   Report run(std::int64_t budget_bytes) {
     Report r;
     r.budget_bytes = budget_bytes;
 
     begin_context(schedule_.items);
+    // XLA:TPU's copy of the stacked targets into the scanned loops' layout,
+    // held through both loops (J14).
+    const std::vector<int> targets_copy = copy_stacked_targets();
     forward(schedule_.items, /*saving=*/true, 0, -1, Pass::forward);
     r.activation_bytes_after_forward = live_[kActivations];
     r.forward_peak_bytes = static_.total() + peak_dynamic_;
@@ -52,6 +68,7 @@ class Simulation : detail::MemoryMachine {
     for (const Op& op : g_.ops()) seed_gradients(op);
     for (int b : losses_) release(b);
     backward(schedule_.items, 0, -1);
+    for (int b : targets_copy) release(b);
     phase_peak_dynamic_ = peak_dynamic_;
 
     // Optimizer step: parameter gradients are all resident; updates in place.

@@ -67,6 +67,19 @@ struct MemoryProfile {
   // until every block's backward is done, where XLA combines the blocks'
   // scatter-adds (J8); false: each block's is consumed and freed in turn.
   bool block_input_gradients_held = false;
+  // In the body of XLA's scanned backward loop (a rollout step under its
+  // own checkpoint): a linear whose input is a SiLU's output does not keep
+  // it, the loop body recomputes it for the weight gradient from h (J10,
+  // J14); and the body holds, through the step's backward, the step's grid
+  // input concatenation in the activation dtype and a float32 copy of one
+  // carried frame's cotangent (J14).
+  bool loop_body_recomputes_silu = false;
+  bool loop_body_holds_step_inputs = false;
+  // A scanned rollout of at most this many steps: XLA:TPU lays the stacked
+  // float32 targets argument out with the steps in the tiled dimension and
+  // copies them into the loops' layout, a temporary of their size held
+  // through both loops (J14). 0: no copy.
+  std::int64_t stacked_targets_copy_max_rollout = 0;
 
   const OpMemoryRule& rule(OpKind kind) const { return rules[static_cast<int>(kind)]; }
 };
