@@ -397,6 +397,7 @@ void MemoryMachine::backward_region(const Item& item, std::int64_t block_rows, i
   if (item.loop_body) {
     in_loop_body_ = true;
     if (profile_.loop_body_holds_step_inputs) step_inputs = hold_loop_body_step_inputs(item);
+    on_loop_body_start();
   }
   const int saved_context = context_;
   begin_context(item.children);

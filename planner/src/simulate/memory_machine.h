@@ -68,6 +68,9 @@ class MemoryMachine {
   virtual void sample_transient() = 0;
   // The compute cost of the block just replayed, repeated for `count`
   // equal blocks that were not (a simulator accounts their time here).
+  // A rollout step's loop body (Item::loop_body) starts its recomputation,
+  // what the loop holds around it allocated.
+  virtual void on_loop_body_start() {}
   virtual void mark_block_cost() {}
   virtual void repeat_block_cost(std::int64_t /*count*/) {}
 

@@ -1,12 +1,14 @@
 #include "actmem/simulate/simulator.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "actmem/util/error.h"
 #include "actmem/util/limits.h"
 
+#include "simulate/loop_baselines.h"
 #include "simulate/memory_machine.h"
 #include "simulate/schedule.h"
 #include "simulate/step_costs.h"
@@ -73,6 +75,7 @@ class Simulation : detail::MemoryMachine {
 
     // Optimizer step: parameter gradients are all resident; updates in place.
     sample(Pass::optimizer, -1, -1, "optimizer");
+    optimizer_bytes_ = static_.total() + live();
     cost_.time_s += static_cast<double>(g_.parameter_bytes()) * (g_.run().optimizer == Optimizer::adam ? 7.0 : 3.0) /
                     device_.bandwidth_bytes_per_s;
 
@@ -94,6 +97,10 @@ class Simulation : detail::MemoryMachine {
   }
   // The number of the sample that set the peak (after run()).
   std::int64_t peak_sample() const { return peak_sample_; }
+  // After run(): the memory as each loop body started, in the order they
+  // ran (the last step's first), and at the optimizer step.
+  const std::vector<std::int64_t>& loop_body_starts() const { return loop_body_starts_; }
+  std::int64_t optimizer_bytes() const { return optimizer_bytes_; }
 
  private:
   // The peak the compiler rematerialises a program down to when it is over
@@ -119,6 +126,7 @@ class Simulation : detail::MemoryMachine {
     cost_.backward_flops += flops;
     cost_.time_s += roofline(flops, 2.0 * op_bytes(op) * scale);
   }
+  void on_loop_body_start() override { loop_body_starts_.push_back(static_.total() + live()); }
   void mark_block_cost() override { block_mark_ = cost_; }
   void repeat_block_cost(std::int64_t count) override {
     const auto n = static_cast<double>(count);
@@ -196,6 +204,8 @@ class Simulation : detail::MemoryMachine {
   };
   Cost cost_, block_mark_;
   bool memory_modelled_;
+  std::vector<std::int64_t> loop_body_starts_;
+  std::int64_t optimizer_bytes_ = 0;
 };
 
 }  // namespace
@@ -215,5 +225,21 @@ Report simulate(const CostGraph& graph, const Device& device, std::int64_t budge
   first.run(budget_bytes);
   return Simulation(graph, device, plan, options, first.peak_sample()).run(budget_bytes);
 }
+
+namespace detail {
+
+LoopBaselines loop_baselines(const CostGraph& graph, const Device& device, const Plan& plan) {
+  validate(plan, graph.chain());
+  if (!plan.step_checkpoint || graph.run().rollout < 2)
+    throw std::logic_error("loop_baselines: the plan does not checkpoint each rollout step");
+  Simulation s(graph, device, plan, {});
+  s.run(device.memory_bytes);
+  LoopBaselines b;
+  b.body_start_bytes.assign(s.loop_body_starts().rbegin(), s.loop_body_starts().rend());
+  b.optimizer_bytes = s.optimizer_bytes();
+  return b;
+}
+
+}  // namespace detail
 
 }  // namespace actmem

@@ -85,11 +85,12 @@ class RolloutLine {
   std::optional<CostGraph> three_, four_;
 };
 
-// Plans with every rollout step under a checkpoint (rollout > 1): inside
-// the step, the plans of the one-step frontier. Under a step checkpoint each
-// step is recomputed alone, so a plan good for one step is good inside it;
-// this part of the space is covered by that frontier, not searched
-// exhaustively (docs/solver.md). Figures from RolloutLine.
+// Plans with every rollout step under a checkpoint (rollout > 1) where the
+// rollout is not a scanned loop (PyTorch): inside the step, the plans of
+// the one-step frontier. Under a step checkpoint each step is recomputed
+// alone, so a plan good for one step is good inside it; this part of the
+// space is covered by that frontier, not searched exhaustively
+// (docs/solver.md). Figures from RolloutLine.
 std::vector<detail::Candidate> step_checkpointed(const CostGraph& graph, const Device& device,
                                                  const SolverOptions& options) {
   const CostGraph step = at_rollout(graph, 1);
@@ -108,6 +109,19 @@ std::vector<detail::Candidate> step_checkpointed(const CostGraph& graph, const D
   return out;
 }
 
+// The same plans where the rollout is a scanned loop (MemoryProfile::
+// step_checkpoint_scanned), searched exactly: the loop-body chain model
+// (solver_model.h LoopBody) predicts every plan's peak at the full rollout,
+// from what one simulation measures the loop holding around each body.
+std::vector<detail::Candidate> loop_body_plans(const CostGraph& graph, const Device& device,
+                                               const SolverOptions& options) {
+  const CostGraph body = at_rollout(graph, std::min<std::int64_t>(graph.run().rollout, 3));
+  detail::ChainModel model(body, device, detail::loop_body_of(graph, device));
+  std::vector<detail::Candidate> out = detail::search_frontier(model, space_of(options));
+  for (detail::Candidate& c : out) c.plan.step_checkpoint = true;
+  return out;
+}
+
 // The search's frontier, with the step-checkpointed plans for rollout > 1,
 // by increasing peak (exact or a lower bound). A plan is dropped when one
 // with an exact peak no higher is no slower; a bound cannot drop a plan, it
@@ -121,7 +135,11 @@ std::vector<detail::Candidate> frontier_of(const CostGraph& graph, const Device&
     all = detail::search_frontier(model, space_of(options));
     if (graph.run().rollout == 1) return all;
   }
-  for (detail::Candidate& c : step_checkpointed(graph, device, options)) all.push_back(std::move(c));
+  const RunOptions& run = graph.run();
+  const bool scanned = memory_profile(run.framework, run.dtype, graph.model().implementation).step_checkpoint_scanned;
+  for (detail::Candidate& c :
+       scanned ? loop_body_plans(graph, device, options) : step_checkpointed(graph, device, options))
+    all.push_back(std::move(c));
   std::stable_sort(all.begin(), all.end(), [](const detail::Candidate& a, const detail::Candidate& b) {
     return a.peak_bytes != b.peak_bytes ? a.peak_bytes < b.peak_bytes : a.recompute_s < b.recompute_s;
   });

@@ -1,9 +1,11 @@
 #include "solve/solver_model.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "actmem/cost/memory_profile.h"
 #include "actmem/simulate/simulator.h"
+#include "simulate/loop_baselines.h"
 #include "simulate/step_costs.h"
 
 namespace actmem::detail {
@@ -13,8 +15,27 @@ enum Kind { kPlain, kRegionForward, kRecomputePlain, kRecomputeInInner, kInnerRe
 
 }  // namespace
 
-ChainModel::ChainModel(const CostGraph& graph, const Device& device)
-    : rg_(graph),
+LoopBody loop_body_of(const CostGraph& graph, const Device& device) {
+  const std::int64_t rollout = graph.run().rollout;
+  Plan reference = empty_plan(graph.stages());
+  reference.step_checkpoint = true;
+  const LoopBaselines baselines = loop_baselines(graph, device, reference);
+  LoopBody loop;
+  loop.rollout = rollout;
+  loop.optimizer_bytes = baselines.optimizer_bytes;
+  // Classes: the first step, the middle ones, the last.
+  loop.class_start_bytes.assign(rollout > 2 ? 3 : 2, 0);
+  for (std::int64_t step = 0; step < rollout; ++step) {
+    const std::size_t c = step == 0 ? 0 : step == rollout - 1 ? loop.class_start_bytes.size() - 1 : 1;
+    loop.class_start_bytes[c] =
+        std::max(loop.class_start_bytes[c], baselines.body_start_bytes[static_cast<std::size_t>(step)]);
+  }
+  return loop;
+}
+
+ChainModel::ChainModel(const CostGraph& graph, const Device& device, std::optional<LoopBody> loop)
+    : rg_(graph, loop.has_value()),
+      loop_(std::move(loop)),
       steps_(static_cast<int>(graph.run().rollout)),
       edges_(edges_per_stage(graph.chain())),
       scratch_(graph.tensors().size(), true) {
@@ -28,6 +49,13 @@ ChainModel::ChainModel(const CostGraph& graph, const Device& device)
   } else {
     class_steps_ = {0, 1, steps_ - 1};
     class_multiplicity_ = {1, steps_ - 2, 1};
+  }
+  // A loop body's graph has one step per class of the loop's rollout.
+  if (loop_) {
+    const auto rollout = static_cast<int>(loop_->rollout);
+    if (steps_ != std::min(rollout, 3) || loop_->class_start_bytes.size() != class_steps_.size())
+      throw std::logic_error("ChainModel: a loop body's graph has one step per class of its rollout");
+    if (rollout > 3) class_multiplicity_[1] = rollout - 2;
   }
   for (int step : class_steps_) translates_.push_back(stage_translates(rg_, step, edges_));
   // Producer stage of each step-independent tensor key, per class.
@@ -66,10 +94,14 @@ ChainModel::ChainModel(const CostGraph& graph, const Device& device)
   edge_time_s_.assign(static_cast<std::size_t>(stage_count()), 0.0);
   // Steps may differ in bytes moved (JAX's first step reads the float32
   // frames, later ones the carry in the activation dtype), so each stage's
-  // time is its mean over the steps: a plan repeats in every step.
+  // time is its mean over the steps: a plan repeats in every step. (A loop
+  // body's graph has a step per class: each weighs as its class's steps.)
   for (const Op& op : graph.ops()) {
     if (op.stage >= stage_count()) continue;
-    const double time = roofline_s(op.forward_flops, bytes_moved(graph, op), flops_per_s, device) / steps_;
+    const double roofline = roofline_s(op.forward_flops, bytes_moved(graph, op), flops_per_s, device);
+    const double time = loop_ ? roofline * class_multiplicity_[static_cast<std::size_t>(class_of(op.step))] /
+                                    static_cast<double>(loop_->rollout)
+                              : roofline / steps_;
     stage_time_s_[static_cast<std::size_t>(op.stage)] += time;
     if (op.edge_update) edge_time_s_[static_cast<std::size_t>(op.stage)] += time;
   }
@@ -373,6 +405,19 @@ double recompute_seconds(const ChainModel& m, const Plan& plan) {
 }  // namespace
 
 ChainModel::Prediction ChainModel::predict(const Plan& plan) {
+  if (loop_) {
+    // Each class's body from the memory it starts from: the step's
+    // recomputation (its loss's seeds are already there), then its backward.
+    std::int64_t peak = loop_->optimizer_bytes;
+    for (int c = 0; c < class_count(); ++c) {
+      MemoryWalk w;
+      forward_step(*this, plan, c, w);
+      GradState grads;
+      backward_step(*this, plan, c, w, grads);
+      peak = std::max(peak, loop_->class_start_bytes[static_cast<std::size_t>(c)] + w.peak);
+    }
+    return {peak, recompute_seconds(*this, plan)};
+  }
   MemoryWalk w;
   for (int step = 0; step < steps_; ++step) forward_step(*this, plan, class_of(step), w);
   for (int step = 0; step < steps_; ++step) w.mem += loss(class_of(step)).backward_prelude;

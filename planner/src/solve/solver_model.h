@@ -13,6 +13,7 @@
 #include <compare>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -40,9 +41,30 @@ struct Effect {
 // own size). A flat vector: the search copies these for every option.
 using GradState = std::vector<std::pair<int, std::int64_t>>;
 
+// A rollout with every step under its own checkpoint, run as a loop whose
+// body recomputes one step and differentiates through it (XLA's scan,
+// simulate/loop_baselines.h). Its peak is, over the step classes, the
+// memory a class's bodies start from plus the most the body adds; the
+// body's work is the chain model's, replayed with the loop body's rules on
+// a graph of min(rollout, 3) steps (one per class), and what it starts
+// from is measured once at the full rollout, the same for every plan.
+struct LoopBody {
+  std::int64_t rollout = 0;
+  // Per class: the most memory (static bytes included) any of its steps'
+  // bodies starts from.
+  std::vector<std::int64_t> class_start_bytes;
+  std::int64_t optimizer_bytes = 0;  // at the optimizer step, after the loop
+};
+
+// The loop of `graph`'s rollout (> 1), each step checkpointed: what it
+// holds around the bodies, measured by simulating one plan.
+LoopBody loop_body_of(const CostGraph& graph, const Device& device);
+
 class ChainModel {
  public:
-  ChainModel(const CostGraph& graph, const Device& device);
+  // `loop`: predict the plan inside each step's checkpoint of that loop,
+  // on `graph` at rollout min(loop->rollout, 3).
+  ChainModel(const CostGraph& graph, const Device& device, std::optional<LoopBody> loop = std::nullopt);
 
   int stage_count() const { return rg_.stage_count; }
   int class_count() const { return static_cast<int>(class_steps_.size()); }
@@ -112,12 +134,17 @@ class ChainModel {
   double edge_forward_s(int s) const { return edge_time_s_[static_cast<std::size_t>(s)]; }
 
   std::int64_t static_bytes() const { return static_bytes_; }
-  int steps() const { return steps_; }
+  // The rollout's steps (the loop's, for a loop body).
+  int steps() const { return loop_ ? static_cast<int>(loop_->rollout) : steps_; }
+  const std::optional<LoopBody>& loop() const { return loop_; }
 
-  // The composed prediction for a plan.
+  // The composed prediction for a plan (for a loop body: the plan inside
+  // every step's checkpoint).
   struct Prediction {
     std::int64_t peak_bytes = 0;
-    double recompute_s = 0;  // step time added to the plan "none"
+    // Step time added to the plan "none" (for a loop body: beyond the step
+    // checkpoint's own recomputation, the same for every plan).
+    double recompute_s = 0;
   };
   Prediction predict(const Plan& plan);
 
@@ -162,7 +189,8 @@ class ChainModel {
   const Effect& cached(const EffectKey& key, const std::vector<std::int64_t>& in, const StageContext& ctx);
 
   ReplayGraph rg_;
-  int steps_ = 1;
+  std::optional<LoopBody> loop_;
+  int steps_ = 1;                        // of the graph
   std::vector<int> class_steps_;         // representative step per class
   std::vector<int> class_multiplicity_;  // steps per class
   std::int64_t static_bytes_ = 0;

@@ -8,9 +8,10 @@
 
 namespace actmem::detail {
 
-ReplayGraph::ReplayGraph(const CostGraph& g)
+ReplayGraph::ReplayGraph(const CostGraph& g, bool in_loop_body)
     : graph(g),
       profile(memory_profile(g.run().framework, g.run().dtype, g.model().implementation)),
+      loop_body(in_loop_body),
       stage_count(static_cast<int>(g.stages().size())) {
   const auto ops = g.ops();
   op_key.resize(ops.size());
@@ -112,7 +113,9 @@ namespace {
 class Replay : MemoryMachine {
  public:
   Replay(const ReplayGraph& rg, int step, int stage, const StageContext& ctx, TensorState& state)
-      : MemoryMachine(rg.graph, &state), rg_(rg), step_(step), stage_(stage), ctx_(ctx), state_(state) {}
+      : MemoryMachine(rg.graph, &state), rg_(rg), step_(step), stage_(stage), ctx_(ctx), state_(state) {
+    in_loop_body_ = rg.loop_body;
+  }
 
   StageRun run(const std::vector<Item>& items) {
     std::vector<OpId> ops;
@@ -128,7 +131,8 @@ class Replay : MemoryMachine {
     StageRun result;
     const std::int64_t start = live();
     peak_ = start;
-    forward(items, ctx_.saving, 0, -1, Pass::forward);
+    // A loop body's forward is the step's recomputation.
+    forward(items, ctx_.saving, 0, -1, rg_.loop_body ? Pass::recompute : Pass::forward);
     result.forward = {peak_ - start, live() - start};
     if (ctx_.saving) run_backward(items, ops, externals, read_later, held_outputs, result);
     return result;
@@ -144,10 +148,16 @@ class Replay : MemoryMachine {
   };
   static constexpr int kNoEnd = std::numeric_limits<int>::max();
 
+  // In a loop body the "original" forward pass is the step's recomputation:
+  // its context is the step, loss included; what earlier steps made is held
+  // by the step's checkpoint.
   Keys context_keys() const {
-    return {rg_.key(step_, stage_), ctx_.original_forward ? -1 : rg_.key(step_, ctx_.context_lo),
-            ctx_.original_forward ? kNoEnd : rg_.key(step_, ctx_.context_hi),
-            ctx_.held_before < 0 ? -1 : rg_.key(step_, ctx_.held_before)};
+    int lo = rg_.key(step_, ctx_.context_lo), hi = rg_.key(step_, ctx_.context_hi);
+    if (ctx_.original_forward) {
+      lo = rg_.loop_body ? rg_.key(step_, 0) : -1;
+      hi = rg_.loop_body ? rg_.key(step_, rg_.stage_count) : kNoEnd;
+    }
+    return {rg_.key(step_, stage_), lo, hi, ctx_.held_before < 0 ? -1 : rg_.key(step_, ctx_.held_before)};
   }
 
   // Every entry of the state the machine reads is of these ops' tensors.

@@ -89,9 +89,13 @@ struct StageRun {
 
 // Facts about the whole graph the replay needs, computed once.
 struct ReplayGraph {
-  ReplayGraph(const CostGraph& graph);
+  // `loop_body`: the step replayed is the body of XLA's scanned loop (a
+  // rollout step under its own checkpoint, recomputed in the backward
+  // loop), which follows the loop body's rules (MemoryProfile, J14).
+  explicit ReplayGraph(const CostGraph& graph, bool loop_body = false);
   const CostGraph& graph;
   MemoryProfile profile;
+  bool loop_body = false;
   int stage_count = 0;      // stages of one step; the loss is stage_count
   std::vector<int> op_key;  // per op: step * (stage_count + 1) + stage (chain order)
   // Per tensor, from CostGraph::lifetime(): op_key of its producer and of

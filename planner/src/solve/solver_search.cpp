@@ -47,6 +47,7 @@ class ChainProgram {
   std::vector<Candidate> frontier(Buckets<Label>& left_end);
   Plan plan_of(int trail) const;
   std::int64_t peak_of(const Label& l) const;
+  std::int64_t loop_peak_of(const Label& l, const LoopBody& loop) const;
 
   SearchContext ctx_;
   ChainModel& m_;
@@ -238,6 +239,7 @@ Plan ChainProgram::plan_of(int trail) const {
 // The step's peak from a label over the whole chain: rollout steps run
 // forward in order, then backward in reverse (solver_model.cpp predict()).
 std::int64_t ChainProgram::peak_of(const Label& l) const {
+  if (m_.loop()) return loop_peak_of(l, *m_.loop());
   const int steps = m_.steps();
   std::int64_t mem = 0, peak = 0;
   for (int step = 0; step < steps; ++step) {
@@ -260,6 +262,25 @@ std::int64_t ChainProgram::peak_of(const Label& l) const {
   }
   peak = std::max(peak, mem);
   return m_.static_bytes() + peak;
+}
+
+// The same for a loop body (solver_model.cpp predict()): per class, the
+// body's recomputation and backward from the memory its steps start from.
+std::int64_t ChainProgram::loop_peak_of(const Label& l, const LoopBody& loop) const {
+  std::int64_t peak = loop.optimizer_bytes;
+  for (int c = 0; c < k_; ++c) {
+    const ChainSums& s = l.sums[c];
+    const Effect& loss_forward = loss_forward_[static_cast<std::size_t>(c)];
+    const Effect& loss_backward = loss_backward_[static_cast<std::size_t>(c)];
+    std::int64_t body = std::max<std::int64_t>(0, s.sum_f + s.q_f), mem = s.sum_f;
+    body = std::max(body, mem + loss_forward.forward_peak);
+    mem += loss_forward.forward_delta;
+    body = std::max(body, mem + loss_backward.backward_peak);
+    mem += loss_backward.backward_delta;
+    body = std::max(body, mem + s.p_b);
+    peak = std::max(peak, loop.class_start_bytes[static_cast<std::size_t>(c)] + body);
+  }
+  return peak;
 }
 
 }  // namespace
