@@ -7,12 +7,8 @@ constexpr std::uint32_t bit(int i) { return std::uint32_t{1} << i; }
 
 OpMemoryRule& rule(MemoryProfile& p, OpKind kind) { return p.rules[static_cast<int>(kind)]; }
 
-}  // namespace
-
-MemoryProfile memory_profile(Framework framework, DType dtype, Implementation implementation) {
-  MemoryProfile p;
-  p.framework = framework;
-  // Rules common to both frameworks: the residuals of each op's derivative.
+// Rules common to both frameworks: the residuals of each op's derivative.
+void common_rules(MemoryProfile& p) {
   rule(p, OpKind::linear).saved_inputs = bit(0);                // x (the weight is a parameter)
   rule(p, OpKind::silu).saved_inputs = bit(0);                  // x
   rule(p, OpKind::layer_norm) = {bit(0), bit(1), false, true};  // x, and mean/rstd
@@ -24,54 +20,69 @@ MemoryProfile memory_profile(Framework framework, DType dtype, Implementation im
   rule(p, OpKind::next_input).grads_are_slices = true;
   // gather and scatter_add keep only their index (an input); a cast keeps
   // nothing, and its backward casts the gradient back (a fresh buffer).
+}
 
-  if (framework == Framework::pytorch) {
-    // Measured on torch 1.13 and 2.10 (docs/pytorch-memory-profile.md, tables 1–2).
-    if (implementation == Implementation::deepmind) {
-      // The reference's zeros(N, L).index_add(0, receivers, e) keeps its source e.
-      rule(p, OpKind::scatter_add).saved_inputs = bit(2);
-    } else {
-      // PhysicsNeMo (torch_scatter.scatter) and anemoi (torch_geometric's
-      // scatter) run zeros(N, L).scatter_add_(0, index.expand_as(e), e): in
-      // place into the zeros, keeping only the index; its backward gathers
-      // the gradient into a fresh [E, L] (docs/validation-trainers.md §1).
-      rule(p, OpKind::zeros).output_materialized = false;
-    }
-    rule(p, OpKind::mse_loss).output_sized_like_input = 0;
-    rule(p, OpKind::gather).backward_scratch_copies = 1;
-    p.accumulate_out_of_place = true;
-    p.nested_recompute_keeps_outputs = true;
-    // bfloat16 is torch.autocast: the linears' inputs and the loss are cast
-    // ops of the graph (models/graphcast_builder.cpp); the bfloat16 copies of
-    // the weights are held from their cast in the forward pass to their
-    // linear's backward, all of them at the end of the forward pass
-    // (docs/pytorch-memory-profile.md, "CPU autocast to bfloat16").
-    p.parameter_cast_bytes = dtype == DType::float32 ? 0 : element_bytes(dtype);
+// PyTorch: measured on torch 1.13 and 2.10 (docs/pytorch-memory-profile.md, tables 1–2).
+void pytorch_rules(MemoryProfile& p, DType dtype, Implementation implementation) {
+  if (implementation == Implementation::deepmind) {
+    // The reference's zeros(N, L).index_add(0, receivers, e) keeps its source e.
+    rule(p, OpKind::scatter_add).saved_inputs = bit(2);
   } else {
-    // XLA:TPU fuses the concat of an MLP's input into the matmul that
-    // consumes it: never materialised, its parts (materialised gathers) are
-    // kept instead, and its gradient is one buffer of its size whose slices
-    // its parts' gradients are (docs/cost-model.md, J1). The first linear's
-    // fusion writes both its output and SiLU's (J2). The scatter accumulates
-    // in place (no zeros buffer).
-    rule(p, OpKind::concat).output_materialized = false;
+    // PhysicsNeMo (torch_scatter.scatter) and anemoi (torch_geometric's
+    // scatter) run zeros(N, L).scatter_add_(0, index.expand_as(e), e): in
+    // place into the zeros, keeping only the index; its backward gathers
+    // the gradient into a fresh [E, L] (docs/validation-trainers.md §1).
     rule(p, OpKind::zeros).output_materialized = false;
-    p.accumulate_out_of_place = false;
-    p.slices_are_views = false;
-    p.nested_recompute_keeps_outputs = false;
-    p.parameter_cast_bytes = dtype == DType::float32 ? 0 : element_bytes(dtype);
-    // Over 95% of its HBM, XLA:TPU recomputes these in the backward pass (J7).
-    p.compiler_remat_limit_fraction = 0.95;
-    p.block_input_gradients_held = dtype == DType::bfloat16;
-    // A scanned rollout's loop body (J14).
-    p.loop_body_recomputes_silu = true;
-    p.step_checkpoint_scanned = true;
-    p.loop_body_holds_step_inputs = true;
-    p.stacked_targets_copy_max_rollout = 8;  // one sublane tile of 8 rows
-    rule(p, OpKind::gather).compiler_recomputable = true;
-    rule(p, OpKind::silu).compiler_recomputable = true;
-    rule(p, OpKind::add).compiler_recomputable = true;
   }
+  rule(p, OpKind::mse_loss).output_sized_like_input = 0;
+  rule(p, OpKind::gather).backward_scratch_copies = 1;
+  p.accumulate_out_of_place = true;
+  p.nested_recompute_keeps_outputs = true;
+  // bfloat16 is torch.autocast: the linears' inputs and the loss are cast
+  // ops of the graph (models/graphcast_builder.cpp); the bfloat16 copies of
+  // the weights are held from their cast in the forward pass to their
+  // linear's backward, all of them at the end of the forward pass
+  // (docs/pytorch-memory-profile.md, "CPU autocast to bfloat16").
+  p.parameter_cast_bytes = dtype == DType::float32 ? 0 : element_bytes(dtype);
+}
+
+// JAX under XLA:TPU (docs/cost-model.md, J1–J14).
+void jax_rules(MemoryProfile& p, DType dtype) {
+  // XLA:TPU fuses the concat of an MLP's input into the matmul that
+  // consumes it: never materialised, its parts (materialised gathers) are
+  // kept instead, and its gradient is one buffer of its size whose slices
+  // its parts' gradients are (docs/cost-model.md, J1). The first linear's
+  // fusion writes both its output and SiLU's (J2). The scatter accumulates
+  // in place (no zeros buffer).
+  rule(p, OpKind::concat).output_materialized = false;
+  rule(p, OpKind::zeros).output_materialized = false;
+  p.accumulate_out_of_place = false;
+  p.slices_are_views = false;
+  p.nested_recompute_keeps_outputs = false;
+  p.parameter_cast_bytes = dtype == DType::float32 ? 0 : element_bytes(dtype);
+  // Over 95% of its HBM, XLA:TPU recomputes these in the backward pass (J7).
+  p.compiler_remat_limit_fraction = 0.95;
+  p.block_input_gradients_held = dtype == DType::bfloat16;
+  // A scanned rollout's loop body (J14).
+  p.loop_body_recomputes_silu = true;
+  p.step_checkpoint_scanned = true;
+  p.loop_body_holds_step_inputs = true;
+  p.stacked_targets_copy_max_rollout = 8;  // one sublane tile of 8 rows
+  rule(p, OpKind::gather).compiler_recomputable = true;
+  rule(p, OpKind::silu).compiler_recomputable = true;
+  rule(p, OpKind::add).compiler_recomputable = true;
+}
+
+}  // namespace
+
+MemoryProfile memory_profile(Framework framework, DType dtype, Implementation implementation) {
+  MemoryProfile p;
+  p.framework = framework;
+  common_rules(p);
+  if (framework == Framework::pytorch)
+    pytorch_rules(p, dtype, implementation);
+  else
+    jax_rules(p, dtype);
   return p;
 }
 

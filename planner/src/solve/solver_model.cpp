@@ -39,7 +39,15 @@ ChainModel::ChainModel(const CostGraph& graph, const Device& device, std::option
       steps_(static_cast<int>(graph.run().rollout)),
       edges_(edges_per_stage(graph.chain())),
       scratch_(graph.tensors().size(), true) {
-  // Step classes: first, middle, last (fewer when the rollout is short).
+  set_step_classes();
+  for (int step : class_steps_) translates_.push_back(stage_translates(rg_, step, edges_));
+  find_stage_neighbours();
+  static_bytes_ = static_breakdown(graph, device, rg_.profile).total();
+  measure_stage_times(device);
+}
+
+// Step classes: first, middle, last (fewer when the rollout is short).
+void ChainModel::set_step_classes() {
   if (steps_ == 1) {
     class_steps_ = {0};
     class_multiplicity_ = {1};
@@ -57,7 +65,12 @@ ChainModel::ChainModel(const CostGraph& graph, const Device& device, std::option
       throw std::logic_error("ChainModel: a loop body's graph has one step per class of its rollout");
     if (rollout > 3) class_multiplicity_[1] = rollout - 2;
   }
-  for (int step : class_steps_) translates_.push_back(stage_translates(rg_, step, edges_));
+}
+
+// Producer stage of each step-independent tensor key, per class; the
+// stages each stage reads from and feeds, within a step.
+void ChainModel::find_stage_neighbours() {
+  const CostGraph& graph = rg_.graph;
   // Producer stage of each step-independent tensor key, per class.
   const int key_count = rg_.local_key.empty() ? 0 : *std::max_element(rg_.local_key.begin(), rg_.local_key.end()) + 1;
   key_stage_.assign(class_steps_.size(), std::vector<int>(static_cast<std::size_t>(key_count), -1));
@@ -88,7 +101,10 @@ ChainModel::ChainModel(const CostGraph& graph, const Device& device, std::option
       std::sort(list.begin(), list.end());
       list.erase(std::unique(list.begin(), list.end()), list.end());
     }
-  static_bytes_ = static_breakdown(graph, device, rg_.profile).total();
+}
+
+void ChainModel::measure_stage_times(const Device& device) {
+  const CostGraph& graph = rg_.graph;
   const double flops_per_s = flops_per_second(graph.run(), device);
   stage_time_s_.assign(static_cast<std::size_t>(stage_count()), 0.0);
   edge_time_s_.assign(static_cast<std::size_t>(stage_count()), 0.0);

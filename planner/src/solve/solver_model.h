@@ -149,6 +149,9 @@ class ChainModel {
   Prediction predict(const Plan& plan);
 
  private:
+  void set_step_classes();
+  void find_stage_neighbours();
+  void measure_stage_times(const Device& device);
   const std::vector<Item>& items(int step, int stage, std::int64_t blocks);
   // A recomputation of stage s that saves (then its backward) in the
   // context of stages [lo, hi] (normalised here); `kind` keys the cache.
