@@ -9,10 +9,13 @@ using namespace actmem;
 
 TEST_SUITE("cost graph") {
   TEST_CASE("cost graph: parameters in the graph match the model-level count for every preset and implementation") {
-    // Every preset in every implementation, with one and with three hidden
-    // layers per MLP; the graph built as a plan builds it (RunOptions{}:
-    // JAX, bfloat16) and under PyTorch in float32 at batch 2, rollout 2:
-    // parameters do not depend on how the model is trained.
+    // parameter_count() counts what the builder declares without building
+    // the step; here the whole step is built, and no parameter may be
+    // declared outside that declaration. Every preset in every
+    // implementation, with one and with three hidden layers per MLP; the
+    // graph built as a plan builds it (RunOptions{}: JAX, bfloat16) and under
+    // PyTorch in float32 at batch 2, rollout 2: parameters do not depend on
+    // how the model is trained.
     RunOptions pytorch;
     pytorch.framework = Framework::pytorch;
     pytorch.dtype = DType::float32;
@@ -130,7 +133,7 @@ std::string aggregated_source(const CostGraph& g, const std::string& stage) {
 }  // namespace
 
 TEST_SUITE("cost graph") {
-  TEST_CASE("cost graph: every implementation's parameters match its layer-structure count") {
+  TEST_CASE("cost graph: every implementation's parameters match its model-level count") {
     for (const testing::ImplementationCase& c : testing::kImplementationCases) {
       CAPTURE(c.name);
       const ModelDescription m = testing::tiny_model(3, c);

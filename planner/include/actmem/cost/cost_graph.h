@@ -205,6 +205,10 @@ class CostGraphBuilder {
   }
   const Tensor& tensor(TensorId id) const { return graph_.tensor(id); }
   std::string stage_name(int stage) const { return graph_.stage_name(stage); }
+  // The parameters added so far (CostGraph::parameter_count() of the graph
+  // being built): a builder that has declared its parameters counts them
+  // here without emitting its ops.
+  std::int64_t parameter_count() const { return graph_.parameter_count(); }
 
   CostGraph finish();
 
