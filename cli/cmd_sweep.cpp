@@ -61,81 +61,115 @@ std::string table_row(const std::array<std::string, 8>& cells) {
                      cells[4], cells[5], cells[6], cells[7]);
 }
 
-}  // namespace
+// What a sweep is asked: the options planning commands share (no single
+// batch or rollout), and the lists it tabulates.
+struct SweepRequest {
+  RunSetup setup;
+  std::vector<std::string> device_ids{"all"};
+  std::vector<std::int64_t> batches{1}, rollouts{1};
+  bool json = false;
+};
 
-int run_sweep(const Args& args) {
+// The command line, each value checked as it is parsed.
+SweepRequest parse_sweep(const Args& args) {
   CLI::App app{"Tabulate fits / peak / overhead over devices, batch sizes and rollouts, for choosing hardware.",
                "sweep"};
-  RunSetup setup;
-  setup.add_options(app, /*batch_and_rollout=*/false);
-  setup.add_solver_options(app);
-  setup.add_headroom_option(app);
-  std::vector<std::string> device_ids{"all"};
-  std::vector<std::int64_t> batch_list{1}, rollout_list{1};
-  bool json = false;
+  SweepRequest r;
+  r.setup.add_options(app, /*batch_and_rollout=*/false);
+  r.setup.add_solver_options(app);
+  r.setup.add_headroom_option(app);
   app.add_option_function<std::string>(
-         "--devices", [&](const std::string& v) { device_ids = split_list(v, "--devices", "device ids or files"); },
+         "--devices", [&](const std::string& v) { r.device_ids = split_list(v, "--devices", "device ids or files"); },
          "comma-separated catalog ids or device files, or all")
       ->default_str("all");
   app.add_option_function<std::string>(
-         "--batch", [&](const std::string& v) { batch_list = parse_list(v, "--batch", kMaxBatch); },
+         "--batch", [&](const std::string& v) { r.batches = parse_list(v, "--batch", kMaxBatch); },
          "comma-separated batch sizes")
       ->default_str("1");
   app.add_option_function<std::string>(
-         "--rollout", [&](const std::string& v) { rollout_list = parse_list(v, "--rollout", kMaxRollout); },
+         "--rollout", [&](const std::string& v) { r.rollouts = parse_list(v, "--rollout", kMaxRollout); },
          fmt::format("comma-separated rollout lengths; devices × batches × rollouts at most {} rows", kMaxSweepRows))
       ->default_str("1");
-  app.add_flag("--json", json, "print the table as JSON");
+  app.add_flag("--json", r.json, "print the table as JSON");
   parse(app, args);
+  return r;
+}
 
-  const std::vector<Device> targets = load_devices(device_ids);
-  const std::size_t rows_asked = targets.size() * batch_list.size() * rollout_list.size();
-  if (rows_asked > static_cast<std::size_t>(kMaxSweepRows))
+// The devices asked for, refused where devices × batches × rollouts is
+// more than kMaxSweepRows rows.
+std::vector<Device> sweep_devices(const SweepRequest& r) {
+  std::vector<Device> devices = load_devices(r.device_ids);
+  const std::size_t rows = devices.size() * r.batches.size() * r.rollouts.size();
+  if (rows > static_cast<std::size_t>(kMaxSweepRows))
     throw InputError("sweep", "",
                      fmt::format("{} devices × {} batch sizes × {} rollouts is {} rows; expected at most {}",
-                                 targets.size(), batch_list.size(), rollout_list.size(), rows_asked, kMaxSweepRows));
-  const ModelDescription model = setup.load_model();
-  for (const Device& d : targets) setup.budget_bytes(d);  // a --budget above any device's memory is refused first
-  // Printed at the end: an error in any row leaves no partial table.
+                                 devices.size(), r.batches.size(), r.rollouts.size(), rows, kMaxSweepRows));
+  return devices;
+}
+
+// The sweep's rows as JSON and as the table, gathered row by row and
+// printed at the end: an error in any row leaves no partial table.
+struct SweepTable {
   nlohmann::json rows = nlohmann::json::array();
-  std::string table = table_row({"device", "batch", "rollout", "fits", "peak", "budget", "recompute", "step time"});
+  std::string text = table_row({"device", "batch", "rollout", "fits", "peak", "budget", "recompute", "step time"});
+
+  void add(const Device& d, const RunOptions& run, std::int64_t budget, std::int64_t headroom, const Solution& sol) {
+    const Report& r = sol.report;
+    rows.push_back({{"device", d.id},
+                    {"batch", run.batch},
+                    {"rollout", run.rollout},
+                    {"fits", sol.feasible},
+                    {"peak_bytes", r.peak_bytes},
+                    {"min_peak_bytes", sol.min_peak_bytes},
+                    {"budget_bytes", budget},
+                    {"headroom_bytes", headroom},
+                    {"recompute_overhead", r.recompute_overhead()},
+                    {"step_time_s", r.step_time_s}});
+    text += table_row({d.id, std::to_string(run.batch), std::to_string(run.rollout), sol.feasible ? "yes" : "no",
+                       format_bytes(sol.feasible ? r.peak_bytes : sol.min_peak_bytes), format_bytes(budget),
+                       sol.feasible ? fmt::format("+{:.1f}%", 100.0 * r.recompute_overhead()) : "-",
+                       sol.feasible ? format_seconds(r.step_time_s) : "-"});
+  }
+};
+
+// One graph per (rollout, batch), solved on every device, rows in that order.
+SweepTable sweep(const SweepRequest& request, const ModelDescription& model, const std::vector<Device>& devices) {
+  const RunSetup& setup = request.setup;
+  SweepTable table;
   ProgressLine progress("actmem sweep", setup.quiet);
-  const int steps = static_cast<int>(rows_asked);
-  for (std::int64_t rollout : rollout_list) {
-    for (std::int64_t batch : batch_list) {
+  const auto steps = static_cast<int>(devices.size() * request.batches.size() * request.rollouts.size());
+  for (std::int64_t rollout : request.rollouts) {
+    for (std::int64_t batch : request.batches) {
       RunOptions run = setup.run;
       run.batch = batch;
       run.rollout = rollout;
       const CostGraph graph = CostGraph::build(model, run);
-      for (const Device& d : targets) {
+      for (const Device& d : devices) {
         progress.update(fmt::format("{}, batch {}, rollout {}", d.id, batch, rollout),
-                        static_cast<int>(rows.size()) + 1, steps);
+                        static_cast<int>(table.rows.size()) + 1, steps);
         // A headroom of a whole device's memory leaves nothing: nothing fits there.
         const std::int64_t budget = std::max<std::int64_t>(setup.budget_bytes(d) - setup.headroom_bytes(d), 0);
-        const Solution sol = solve(graph, d, budget, setup.solver_options());
-        const Report& r = sol.report;
-        rows.push_back({{"device", d.id},
-                        {"batch", batch},
-                        {"rollout", rollout},
-                        {"fits", sol.feasible},
-                        {"peak_bytes", r.peak_bytes},
-                        {"min_peak_bytes", sol.min_peak_bytes},
-                        {"budget_bytes", budget},
-                        {"headroom_bytes", setup.headroom_bytes(d)},
-                        {"recompute_overhead", r.recompute_overhead()},
-                        {"step_time_s", r.step_time_s}});
-        table += table_row({d.id, std::to_string(batch), std::to_string(rollout), sol.feasible ? "yes" : "no",
-                            format_bytes(sol.feasible ? r.peak_bytes : sol.min_peak_bytes), format_bytes(budget),
-                            sol.feasible ? fmt::format("+{:.1f}%", 100.0 * r.recompute_overhead()) : "-",
-                            sol.feasible ? format_seconds(r.step_time_s) : "-"});
+        table.add(d, run, budget, setup.headroom_bytes(d), solve(graph, d, budget, setup.solver_options()));
       }
     }
   }
   progress.clear();
-  if (json)
-    print_json(rows);
+  return table;
+}
+
+}  // namespace
+
+int run_sweep(const Args& args) {
+  const SweepRequest request = parse_sweep(args);
+  const std::vector<Device> devices = sweep_devices(request);
+  const ModelDescription model = request.setup.load_model();
+  for (const Device& d : devices)
+    request.setup.budget_bytes(d);  // a --budget above any device's memory is refused first
+  const SweepTable table = sweep(request, model, devices);
+  if (request.json)
+    print_json(table.rows);
   else
-    std::cout << table;
+    std::cout << table.text;
   return 0;
 }
 

@@ -1,5 +1,6 @@
-// CostGraph::build(): the model's `architecture` selects its builder, one
-// per architecture (docs/architecture.md, "The architecture seam").
+// CostGraph::build() and parameter_count(): the model's `architecture`
+// selects its builder, one per architecture (docs/architecture.md, "The
+// architecture seam").
 #include <fmt/format.h>
 
 #include "actmem/cost/cost_graph.h"
@@ -14,11 +15,23 @@ namespace {
 struct Architecture {
   const char* name;
   CostGraph (*build)(const ModelDescription&, const RunOptions&);
+  // The parameters the builder declares, counted without building the step.
+  std::int64_t (*parameter_count)(const ModelDescription&);
 };
 
 constexpr Architecture kArchitectures[] = {
-    {"graphcast", build_graphcast},
+    {"graphcast", build_graphcast, graphcast_parameter_count},
 };
+
+// The model's architecture; one the table lacks is an InputError listing
+// those it has (model_from_json refuses it earlier, with the file's name).
+const Architecture& architecture_of(const ModelDescription& model) {
+  for (const Architecture& a : kArchitectures)
+    if (model.architecture == a.name) return a;
+  throw InputError(
+      model.name, "/architecture",
+      fmt::format("expected one of \"{}\", got \"{}\"", fmt::join(architecture_names(), "\", \""), model.architecture));
+}
 
 }  // namespace
 
@@ -30,11 +43,9 @@ std::vector<std::string> architecture_names() {
 
 CostGraph CostGraph::build(const ModelDescription& model, const RunOptions& run) {
   validate(run);
-  for (const Architecture& a : kArchitectures)
-    if (model.architecture == a.name) return a.build(model, run);
-  throw InputError(
-      model.name, "/architecture",
-      fmt::format("expected one of \"{}\", got \"{}\"", fmt::join(architecture_names(), "\", \""), model.architecture));
+  return architecture_of(model).build(model, run);
 }
+
+std::int64_t parameter_count(const ModelDescription& model) { return architecture_of(model).parameter_count(model); }
 
 }  // namespace actmem

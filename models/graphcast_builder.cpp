@@ -65,6 +65,13 @@ class GraphCastBuilder {
     return b_.finish();
   }
 
+  // The parameters build() declares, without its inputs and ops: they
+  // depend on the model alone, not on how it is trained.
+  std::int64_t parameter_count() {
+    make_parameters();
+    return b_.parameter_count();
+  }
+
  private:
   struct Edges {
     TensorId senders, receivers;
@@ -516,6 +523,11 @@ class GraphCastBuilder {
 
 CostGraph build_graphcast(const ModelDescription& model, const RunOptions& run) {
   return GraphCastBuilder(model, run).build();
+}
+
+std::int64_t graphcast_parameter_count(const ModelDescription& model) {
+  const RunOptions run;  // any: make_parameters() reads only the model
+  return GraphCastBuilder(model, run).parameter_count();
 }
 
 }  // namespace actmem

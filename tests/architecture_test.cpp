@@ -131,6 +131,10 @@ TEST_SUITE("architecture seam") {
     CHECK_THROWS_WITH_AS(CostGraph::build(m, RunOptions{}),
                          doctest::Contains("/architecture: expected one of \"graphcast\", got \"gencast\""),
                          InputError);
+    // The parameter count is the builder's too: none without one.
+    CHECK_THROWS_WITH_AS(parameter_count(m),
+                         doctest::Contains("/architecture: expected one of \"graphcast\", got \"gencast\""),
+                         InputError);
   }
 
   TEST_CASE("another architecture: built-in plans follow its declared roles") {

@@ -11,6 +11,8 @@ sed 's/"grid_nodes": 2000/"grid_nodes": -5/' "$work/tiny.json" >"$work/negative.
 sed 's/"architecture": "graphcast"/"architecture": "graphcast", "implementation": "anemio"/' "$work/tiny.json" >"$work/implementation.json"
 sed 's/"architecture": "graphcast"/"architecture": "graphcast", "concat_trick": true/' "$work/tiny.json" >"$work/trick.json"
 printf '{"name": "broken",\n  "grid_nodes": 12,,\n}\n' >"$work/broken.json"
+sed 's/"output_features": 10/"output_features": 10, "parameter_count": 221899/' "$work/tiny.json" >"$work/parameters.json"
+sed 's/"output_features": 10/"output_features": 10, "parameter_count": 221898/' "$work/tiny.json" >"$work/parameters_ok.json"
 echo '{"checkpoints": [{"from": "encoder", "to": "processor.1"}, {"from": "processor.0", "to": "decoder"}]}' >"$work/overlap.json"
 echo '{"checkpoints": [], "edge_blocks": {"encoder": 0}}' >"$work/zero.json"
 echo '{"checkpoints": [{"from": "procesor.1", "to": "decoder"}]}' >"$work/unknown.json"
@@ -25,6 +27,12 @@ check_error "$work/implementation.json: /implementation: expected one of \"deepm
   simulate --model "$work/implementation.json"
 check_error "$work/trick.json: /concat_trick: concat_trick is PhysicsNeMo's knob: expected implementation \"physicsnemo\" with it, got \"deepmind\"" \
   simulate --model "$work/trick.json"
+# A model file's parameter_count, if given, is the one its architecture's
+# builder declares (221,898 for the tiny model, DeepMind's implementation).
+check_error "$work/parameters.json: /parameter_count: expected 221898 for the model described here, got 221899" \
+  simulate --model "$work/parameters.json"
+"$actmem" simulate --model "$work/parameters_ok.json" >/dev/null 2>"$work/stderr" ||
+  fail "the right parameter_count: $(cat "$work/stderr")"
 check_error "$work/broken.json:2:20: invalid JSON: syntax error while parsing object key - unexpected ','; expected string literal" \
   simulate --model "$work/broken.json"
 check_error "--budget: expected a positive byte size such as 32GiB, 30GB or 512MiB, got 'lots'" \

@@ -137,14 +137,18 @@ void compute_missing_counts(const detail::FieldReader& in, ModelDescription& m) 
 }
 
 // Fields derived from the others (actmem writes them: plan documents, the
-// Python module's model()) must match the model they describe.
+// Python module's model()) must match the model they describe. The
+// parameter count is the architecture's builder's (parameter_count(),
+// defined with the builders in models/architectures.cpp), counted only
+// when the file gives one.
 void check_derived_fields(const detail::FieldReader& in, const ModelDescription& m) {
   if (in.has("fingerprint") && in.string("fingerprint") != fingerprint(m))
     in.fail("fingerprint", fmt::format("expected {} for the model described here, got {} (was the document edited?)",
                                        fingerprint(m), detail::describe(in.value("fingerprint"))));
-  if (in.has("parameter_count") &&
-      in.positive_int("parameter_count", std::numeric_limits<std::int64_t>::max()) != parameter_count(m))
-    in.fail("parameter_count", fmt::format("expected {} for the model described here, got {}", parameter_count(m),
+  if (!in.has("parameter_count")) return;
+  const std::int64_t given = in.positive_int("parameter_count", std::numeric_limits<std::int64_t>::max());
+  if (const std::int64_t expected = parameter_count(m); given != expected)
+    in.fail("parameter_count", fmt::format("expected {} for the model described here, got {}", expected,
                                            detail::describe(in.value("parameter_count"))));
 }
 

@@ -17,7 +17,7 @@
 // each tensor's lifetime in that order, read off the DAG's edges
 // (lifetime(); the simulator's engine and the solver's replay read it); and
 // the checkpointable cut points of that order, which every stage boundary
-// must be but for the two kinds src/cut_points.cpp accepts (a branch off the
+// must be but for the two kinds src/cost/cut_points.cpp accepts (a branch off the
 // inputs, a join of all that crosses into it).
 
 #include <cstdint>
@@ -133,7 +133,10 @@ struct TensorLifetime {
 
 class CostGraph {
  public:
-  // GraphCast's training step (models/graphcast_builder.cpp).
+  // The training step of the model's architecture, by its builder
+  // (models/architectures.cpp picks it; GraphCast's is
+  // models/graphcast_builder.cpp); an architecture without one is an
+  // InputError.
   static CostGraph build(const ModelDescription& model, const RunOptions& run);
 
   CostGraph(CostGraph&&) noexcept;
@@ -205,6 +208,10 @@ class CostGraphBuilder {
   }
   const Tensor& tensor(TensorId id) const { return graph_.tensor(id); }
   std::string stage_name(int stage) const { return graph_.stage_name(stage); }
+  // The parameters added so far (CostGraph::parameter_count() of the graph
+  // being built): a builder that has declared its parameters counts them
+  // here without emitting its ops.
+  std::int64_t parameter_count() const { return graph_.parameter_count(); }
 
   CostGraph finish();
 

@@ -91,10 +91,15 @@ nlohmann::json to_json(const ModelDescription& model);
 // to another model.
 std::string fingerprint(const ModelDescription& model);
 
-// Trainable parameters, counted from the layer structure of the model's
-// implementation (docs/model-format.md): DeepMind's includes the decoder's
-// mesh-node MLP whose output its code discards; anemoi's encoder shares one
-// node MLP between mesh and grid nodes.
+// Trainable parameters: those the builder of the model's architecture
+// declares (models/architectures.cpp picks it, as CostGraph::build does),
+// counted without building the training step, so equal to
+// CostGraph::parameter_count() of every graph built for the model, whatever
+// the RunOptions. For GraphCast they follow the layer structure of the
+// model's implementation (docs/model-format.md, docs/cost-model.md §1):
+// DeepMind's includes the decoder's mesh-node MLP whose output its code
+// discards; anemoi's encoder shares one node MLP between mesh and grid
+// nodes. An architecture without a builder is an InputError.
 std::int64_t parameter_count(const ModelDescription& model);
 
 }  // namespace actmem
