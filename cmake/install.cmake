@@ -10,16 +10,11 @@ include(CMakePackageConfigHelpers)
 set(ACTMEM_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/actmem CACHE STRING
     "Where the CMake package files of actmem are installed, relative to the prefix")
 
-# actmem is static: its private dependencies (fmt, Boost headers, and the
-# warning flags target if it is linked as a plain target) appear in its link
-# interface as $<LINK_ONLY:…>, so they must be exported or found again by the
-# package (actmemConfig.cmake does find_dependency on fmt and Boost).
-set(actmem_export_targets actmem)
-get_target_property(actmem_link_libraries actmem LINK_LIBRARIES)
-if("actmem_build_flags" IN_LIST actmem_link_libraries)
-  list(APPEND actmem_export_targets actmem_build_flags)
-endif()
-install(TARGETS ${actmem_export_targets}
+# actmem is static: its private dependencies (fmt, Boost headers) appear in
+# its link interface as $<LINK_ONLY:…>, so the package finds them again
+# (actmemConfig.cmake does find_dependency on fmt and Boost). The build's
+# warning and sanitizer flags are not among them (planner/CMakeLists.txt).
+install(TARGETS actmem
         EXPORT actmemTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
