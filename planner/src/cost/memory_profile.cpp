@@ -65,8 +65,8 @@ void jax_rules(MemoryProfile& p, DType dtype) {
   p.block_input_gradients_held = dtype == DType::bfloat16;
   // A scanned rollout's loop body (J14).
   p.loop_body_recomputes_silu = true;
-  p.step_checkpoint_scanned = true;
   p.loop_body_holds_step_inputs = true;
+  p.step_checkpoint_scanned = true;
   p.stacked_targets_copy_max_rollout = 8;  // one sublane tile of 8 rows
   rule(p, OpKind::gather).compiler_recomputable = true;
   rule(p, OpKind::silu).compiler_recomputable = true;

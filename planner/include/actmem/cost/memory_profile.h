@@ -74,6 +74,7 @@ struct MemoryProfile {
   // input concatenation in the activation dtype and a float32 copy of one
   // carried frame's cotangent (J14).
   bool loop_body_recomputes_silu = false;
+  bool loop_body_holds_step_inputs = false;
   // A rollout whose steps are each under a checkpoint runs as a scanned
   // loop (JAX's lax.scan under XLA): the solver searches those plans with
   // the loop body's chain model (solve/solver_model.h, docs/solver.md).
@@ -81,7 +82,6 @@ struct MemoryProfile {
   // behave as top-level ones (nested_recompute_keeps_outputs is false), and
   // the forward pass, which keeps only each step's inputs, is never the peak.
   bool step_checkpoint_scanned = false;
-  bool loop_body_holds_step_inputs = false;
   // A scanned rollout of at most this many steps: XLA:TPU lays the stacked
   // float32 targets argument out with the steps in the tiled dimension and
   // copies them into the loops' layout, a temporary of their size held
