@@ -6,14 +6,30 @@ name: v_g grid nodes, v_m mesh nodes, e_m mesh edges, pred the prediction.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from typing import Callable
 
-# The sizes of a model description (docs/model-format.md), in its order.
-SIZE_FIELDS = (
-    "grid_nodes", "mesh_nodes", "grid2mesh_edges", "mesh_edges", "mesh2grid_edges",
-    "latent_size", "mlp_hidden_layers", "processor_steps", "grid_input_features",
-    "mesh_input_features", "edge_features", "output_features",
-)
+
+@dataclass(frozen=True)
+class Sizes:
+    """The twelve sizes of a model description (docs/model-format.md), in its
+    order; each reference model's Description adds how it reads them."""
+    grid_nodes: int
+    mesh_nodes: int
+    grid2mesh_edges: int
+    mesh_edges: int
+    mesh2grid_edges: int
+    latent_size: int
+    mlp_hidden_layers: int
+    processor_steps: int
+    grid_input_features: int
+    mesh_input_features: int
+    edge_features: int
+    output_features: int
+
+
+# The sizes' field names, in the description's order.
+SIZE_FIELDS = tuple(f.name for f in fields(Sizes))
 
 
 def read_sizes(obj: dict, fail: Callable[[str, str], None]) -> dict[str, int]:

@@ -46,8 +46,8 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from graphcast_common import (EDGE_STAGE_KINDS, SIZE_FIELDS, STAGE_READS, STAGE_WRITES, range_io,  # noqa: E402,F401
-                              read_sizes, stage_kind, stage_names, stage_reads, stage_writes)
+from graphcast_common import (EDGE_STAGE_KINDS, SIZE_FIELDS, STAGE_READS, STAGE_WRITES, Sizes,  # noqa: E402,F401
+                              range_io, read_sizes, stage_kind, stage_names, stage_reads, stage_writes)
 
 FORCINGS = 5       # forcing channels at the target time
 STATIC = 5         # 2 static + 3 position channels per grid node
@@ -76,20 +76,8 @@ def _positive_int(obj: dict, key: str, source: str, pointer: str) -> int:
 
 
 @dataclass(frozen=True)
-class Description:
+class Description(Sizes):
     """The model's sizes (the fields of actmem's model description)."""
-    grid_nodes: int
-    mesh_nodes: int
-    mesh_edges: int
-    grid2mesh_edges: int
-    mesh2grid_edges: int
-    latent_size: int
-    mlp_hidden_layers: int
-    processor_steps: int
-    grid_input_features: int
-    mesh_input_features: int
-    edge_features: int
-    output_features: int
 
     @staticmethod
     def from_json(obj, source: str, pointer: str = "") -> "Description":

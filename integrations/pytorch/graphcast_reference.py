@@ -30,26 +30,13 @@ import torch.nn.functional as F
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from graphcast_common import (EDGE_STAGE_KINDS, SIZE_FIELDS, STAGE_READS, STAGE_WRITES, range_io,  # noqa: E402,F401
-                              read_sizes, stage_kind, stage_names, stage_reads, stage_writes)
+from graphcast_common import (EDGE_STAGE_KINDS, SIZE_FIELDS, STAGE_READS, STAGE_WRITES, Sizes,  # noqa: E402,F401
+                              range_io, read_sizes, stage_kind, stage_names, stage_reads, stage_writes)
 
 
 
 @dataclass(frozen=True)
-class Description:
-    grid_nodes: int
-    mesh_nodes: int
-    grid2mesh_edges: int
-    mesh_edges: int
-    mesh2grid_edges: int
-    latent_size: int
-    mlp_hidden_layers: int
-    processor_steps: int
-    grid_input_features: int
-    mesh_input_features: int
-    edge_features: int
-    output_features: int
-
+class Description(Sizes):
     @staticmethod
     def from_json(obj: dict, source: str = "model") -> "Description":
         def fail(key: str, found: str):
