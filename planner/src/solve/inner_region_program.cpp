@@ -1,5 +1,6 @@
 #include "solve/inner_region_program.h"
 
+#include <array>
 #include <tuple>
 #include <utility>
 
@@ -18,7 +19,7 @@ const std::vector<InnerGroup>& InnerRegionProgram::units(int a, int b, int c0, i
   for (int u = d; u >= c0; --u) {
     Buckets<Label> next;
     for (auto& [key, bucket] : at) {
-      keep_pareto_front(bucket.labels);
+      keep_front(bucket.labels);
       for (const StageOption& option : stage_options(r, u, bucket.grads)) extend(next, bucket.labels, option);
     }
     at = std::move(next);
@@ -80,6 +81,21 @@ void InnerRegionProgram::extend(Buckets<Label>& into, const std::vector<Label>& 
   }
 }
 
+// A bucket's labels share their sums (extend() keys on them), so they
+// compare on the three peaks per class and time.
+void InnerRegionProgram::keep_front(std::vector<Label>& labels) const {
+  keep_pareto_front(labels, [&](const Label& l) {
+    std::array<std::int64_t, 3 * PerClass<InnerSums>::kMaxClasses> peaks{};
+    for (int c = 0; c < ctx_.classes(); ++c) {
+      const auto at = static_cast<std::size_t>(3 * c);
+      peaks[at] = l.sums[c].forward.peak;
+      peaks[at + 1] = l.sums[c].outer_recompute.peak;
+      peaks[at + 2] = l.sums[c].folded.peak;
+    }
+    return peaks;
+  });
+}
+
 // The labels at c0 as units, grouped by the gradients in flight at c0.
 std::vector<InnerGroup> InnerRegionProgram::close(const Bounds& r, Buckets<Label>& at_c0) const {
   std::vector<std::int64_t> kept;  // per class: the inputs the inner region keeps
@@ -87,7 +103,7 @@ std::vector<InnerGroup> InnerRegionProgram::close(const Bounds& r, Buckets<Label
   std::map<std::vector<std::int64_t>, std::size_t> group_of;  // boundary key at c0 -> index in groups
   std::vector<InnerGroup> groups;
   for (auto& [key, bucket] : at_c0) {
-    keep_pareto_front(bucket.labels);
+    keep_front(bucket.labels);
     auto [git, inserted] = group_of.try_emplace(ctx_.boundary_key(r.c0, bucket.grads), groups.size());
     if (inserted) groups.push_back({bucket.grads, {}});
     InnerGroup& group = groups[git->second];

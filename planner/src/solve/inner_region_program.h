@@ -63,6 +63,7 @@ class InnerRegionProgram {
 
   std::vector<StageOption> stage_options(const Bounds& r, int u, const ClassGrads& grads_after) const;
   static void extend(Buckets<Label>& into, const std::vector<Label>& labels, const StageOption& option);
+  void keep_front(std::vector<Label>& labels) const;
   std::vector<InnerGroup> close(const Bounds& r, Buckets<Label>& at_c0) const;
 
   const SearchContext& ctx_;

@@ -4,12 +4,15 @@
 // (inner_region_program.h) programs.
 //
 // A label is a partial plan with `sums` (a type with a lexicographic
-// operator< and no_worse_than(): every compared value lower or equal, each
-// value being one the final peak never decreases in) and `time_s`. A label
-// is dominated when another is no worse in sums and no slower; a dominated
-// label is never needed (docs/solver.md "Why it is exact").
+// operator<) and `time_s`. Each program says which values of a label decide
+// the final peak, given what its bucket fixes (the final peak never
+// decreases in any of them). A label is dominated when another is no worse
+// in those values and no slower; a dominated label is never needed
+// (docs/solver.md "Why it is exact").
 
 #include <algorithm>
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -34,22 +37,45 @@ struct Bucket {
 template <class Label>
 using Buckets = std::map<std::vector<std::int64_t>, Bucket<Label>>;
 
-// Keeps the labels no other dominates, one of each equal group: the first
-// by (time, sums). Afterwards they are in that order.
-template <class Label>
-void keep_pareto_front(std::vector<Label>& labels) {
-  std::sort(labels.begin(), labels.end(), [](const Label& x, const Label& y) {
-    if (x.time_s != y.time_s) return x.time_s < y.time_s;
-    return x.sums < y.sums;
+// Keeps the labels no other dominates: those no other is as good as in
+// every value of worth(label) (a std::array of the values the final peak
+// never decreases in that the labels can differ in) and no slower. Of an
+// equal group the first by (time, worth, sums) is kept; afterwards the
+// labels are in that order.
+template <class Label, class Worth>
+void keep_pareto_front(std::vector<Label>& labels, Worth worth) {
+  if (labels.size() < 2) return;
+  using Key = decltype(worth(labels.front()));
+  struct Entry {
+    Key key;
+    std::size_t label;
+  };
+  std::vector<Entry> entries;
+  entries.reserve(labels.size());
+  for (std::size_t i = 0; i < labels.size(); ++i) entries.push_back({worth(labels[i]), i});
+  std::sort(entries.begin(), entries.end(), [&](const Entry& x, const Entry& y) {
+    const Label &lx = labels[x.label], &ly = labels[y.label];
+    if (lx.time_s != ly.time_s) return lx.time_s < ly.time_s;
+    if (x.key != y.key) return x.key < y.key;
+    return lx.sums < ly.sums;
   });
-  std::vector<Label> kept;
-  for (Label& label : labels) {
-    // Every kept label comes first in time order: no slower.
-    const bool dominated =
-        std::any_of(kept.begin(), kept.end(), [&](const Label& k) { return k.sums.no_worse_than(label.sums); });
-    if (!dominated) kept.push_back(std::move(label));
+  auto no_worse = [](const Key& k, const Key& l) {
+    for (std::size_t d = 0; d < k.size(); ++d)
+      if (k[d] > l[d]) return false;
+    return true;
+  };
+  // The kept entries move to the front of `entries`, in order. Every kept
+  // label comes first in time order: no slower.
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const auto end = entries.begin() + static_cast<std::ptrdiff_t>(kept);
+    if (std::any_of(entries.begin(), end, [&](const Entry& k) { return no_worse(k.key, entries[i].key); })) continue;
+    entries[kept++] = entries[i];
   }
-  labels = std::move(kept);
+  std::vector<Label> front;
+  front.reserve(kept);
+  for (std::size_t i = 0; i < kept; ++i) front.push_back(std::move(labels[entries[i].label]));
+  labels = std::move(front);
 }
 
 // The same front when the labels' sums can differ only in the two values

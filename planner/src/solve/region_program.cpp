@@ -1,5 +1,7 @@
 #include "solve/region_program.h"
 
+#include <array>
+
 namespace actmem::detail {
 
 const std::vector<RegionGroup>& RegionProgram::options(int a, int b, const ClassGrads& grads_after) {
@@ -28,12 +30,20 @@ std::vector<RegionGroup> RegionProgram::solve(int a, int b, const ClassGrads& gr
 // A bucket's labels share their sums, so they compare on the two peaks per
 // class and time; with one class a 2-D front.
 void RegionProgram::keep_front(std::vector<Label>& labels) const {
-  if (ctx_.classes() == 1)
+  if (ctx_.classes() == 1) {
     keep_pareto_front_2d(
         labels, [](const PerClass<RegionSums>& s) { return s[0].forward.peak; },
         [](const PerClass<RegionSums>& s) { return s[0].folded.peak; });
-  else
-    keep_pareto_front(labels);
+    return;
+  }
+  keep_pareto_front(labels, [&](const Label& l) {
+    std::array<std::int64_t, 2 * PerClass<RegionSums>::kMaxClasses> peaks{};
+    for (int c = 0; c < ctx_.classes(); ++c) {
+      peaks[static_cast<std::size_t>(2 * c)] = l.sums[c].forward.peak;
+      peaks[static_cast<std::size_t>(2 * c + 1)] = l.sums[c].folded.peak;
+    }
+    return peaks;
+  });
 }
 
 // Puts every piece that ends at stage t left of `from`'s labels (covering

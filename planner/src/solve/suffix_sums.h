@@ -43,12 +43,6 @@ class PerClass {
   friend bool operator<(const PerClass& x, const PerClass& y) {
     return std::lexicographical_compare(x.begin(), x.end(), y.begin(), y.end());
   }
-  // Every class no worse (T::no_worse_than()).
-  bool no_worse_than(const PerClass& other) const {
-    for (int c = 0; c < n_; ++c)
-      if (!(*this)[c].no_worse_than(other[c])) return false;
-    return true;
-  }
 
  private:
   std::array<T, kMaxClasses> items_{};
@@ -72,7 +66,6 @@ struct Run {
     sum += recompute.delta + backward.delta;
   }
   auto operator<=>(const Run&) const = default;
-  bool no_worse_than(const Run& o) const { return sum <= o.sum && peak <= o.peak; }
 };
 
 // A segment of the chain (plain stage or region) in one class.
@@ -95,7 +88,6 @@ struct ChainSums {
     sum_b += e.backward.delta;
   }
   auto operator<=>(const ChainSums&) const = default;
-  bool no_worse_than(const ChainSums& o) const { return sum_f <= o.sum_f && q_f <= o.q_f && p_b <= o.p_b; }
 };
 
 // A piece of a region in one class: its part of the original forward, of
@@ -113,9 +105,6 @@ struct RegionSums {
     folded.prepend_around(p.recompute, p.backward);
   }
   auto operator<=>(const RegionSums&) const = default;
-  bool no_worse_than(const RegionSums& o) const {
-    return forward.no_worse_than(o.forward) && folded.no_worse_than(o.folded);
-  }
 };
 
 // One stage of an inner region in one class: its original forward, its
@@ -140,10 +129,6 @@ struct InnerSums {
     minus_held -= e.released_at_end;
   }
   auto operator<=>(const InnerSums&) const = default;
-  bool no_worse_than(const InnerSums& o) const {
-    return forward.no_worse_than(o.forward) && outer_recompute.no_worse_than(o.outer_recompute) &&
-           folded.no_worse_than(o.folded) && minus_held <= o.minus_held;
-  }
 };
 
 }  // namespace actmem::detail
