@@ -88,6 +88,15 @@ TEST_SUITE("plan") {
     CHECK(dm.edge_blocks.back() == 5);
     CHECK(dm.checkpoints.front() == Region{0, 0, {}});
     CHECK(dm.checkpoints.back() == Region{6, 6, {}});
+    // Block counts stop at a stage's edge rows (GraphCast's rule before the
+    // chain was the builder's: min(B, edges)); a stage without an edge
+    // update gets 1 whatever B is.
+    const std::vector<Stage> small{{"encoder", StageRole::encoder, 3},
+                                   {"processor.0", StageRole::processor, 10},
+                                   {"decoder", StageRole::decoder, 0}};
+    const Plan capped = builtin_plan("deepmind:8", small);
+    CHECK(capped.edge_blocks == std::vector<std::int64_t>{3, 1, 1});
+    CHECK(capped.checkpoints == std::vector<Region>{{0, 0, {}}, {1, 1, {}}, {2, 2, {}}});
     CHECK_THROWS_WITH_AS(builtin_plan("every:0", chain),
                          "plan: expected every:N with N an integer from 1 to 16, got 'every:0'", InputError);
     CHECK_THROWS_AS(builtin_plan("sometimes", chain), InputError);
