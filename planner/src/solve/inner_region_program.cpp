@@ -85,14 +85,10 @@ void InnerRegionProgram::extend(Buckets<Label>& into, const std::vector<Label>& 
 // compare on the three peaks per class and time.
 void InnerRegionProgram::keep_front(std::vector<Label>& labels) const {
   keep_pareto_front(labels, [&](const Label& l) {
-    std::array<std::int64_t, 3 * PerClass<InnerSums>::kMaxClasses> peaks{};
-    for (int c = 0; c < ctx_.classes(); ++c) {
-      const auto at = static_cast<std::size_t>(3 * c);
-      peaks[at] = l.sums[c].forward.peak;
-      peaks[at + 1] = l.sums[c].outer_recompute.peak;
-      peaks[at + 2] = l.sums[c].folded.peak;
-    }
-    return peaks;
+    return class_values<3>(ctx_.classes(), [&](int c) {
+      const InnerSums& s = l.sums[c];
+      return std::array{s.forward.peak, s.outer_recompute.peak, s.folded.peak};
+    });
   });
 }
 

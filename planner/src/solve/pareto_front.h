@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "solve/solver_model.h"
+#include "solve/suffix_sums.h"
 
 namespace actmem::detail {
 
@@ -76,6 +77,18 @@ void keep_pareto_front(std::vector<Label>& labels, Worth worth) {
   front.reserve(kept);
   for (std::size_t i = 0; i < kept; ++i) front.push_back(std::move(labels[entries[i].label]));
   labels = std::move(front);
+}
+
+// A worth for keep_pareto_front(): the N values values_of(c) gives for each
+// class c < `classes`, side by side (zero for classes beyond).
+template <std::size_t N, class ValuesOf>
+std::array<std::int64_t, N * kMaxClasses> class_values(int classes, ValuesOf values_of) {
+  std::array<std::int64_t, N * kMaxClasses> out{};
+  for (std::size_t c = 0; c < kMaxClasses && c < static_cast<std::size_t>(classes); ++c) {
+    const std::array<std::int64_t, N> values = values_of(static_cast<int>(c));
+    for (std::size_t v = 0; v < N; ++v) out[c * N + v] = values[v];
+  }
+  return out;
 }
 
 // The same front when the labels' sums can differ only in the two values

@@ -37,12 +37,9 @@ void RegionProgram::keep_front(std::vector<Label>& labels) const {
     return;
   }
   keep_pareto_front(labels, [&](const Label& l) {
-    std::array<std::int64_t, 2 * PerClass<RegionSums>::kMaxClasses> peaks{};
-    for (int c = 0; c < ctx_.classes(); ++c) {
-      peaks[static_cast<std::size_t>(2 * c)] = l.sums[c].forward.peak;
-      peaks[static_cast<std::size_t>(2 * c + 1)] = l.sums[c].folded.peak;
-    }
-    return peaks;
+    return class_values<2>(ctx_.classes(), [&](int c) {
+      return std::array{l.sums[c].forward.peak, l.sums[c].folded.peak};
+    });
   });
 }
 

@@ -211,21 +211,15 @@ void ChainProgram::keep_front(std::vector<Label>& labels) {
   if (k_ == 1) return;
   if (!m_.loop()) {
     keep_pareto_front(labels, [&](const Label& l) {
-      std::array<std::int64_t, 3 * PerClass<ChainSums>::kMaxClasses> worth{};
-      for (int c = 0; c < k_; ++c) {
-        const auto at = static_cast<std::size_t>(3 * c);
-        worth[at] = l.sums[c].sum_f;
-        worth[at + 1] = l.sums[c].q_f;
-        worth[at + 2] = l.sums[c].p_b;
-      }
-      return worth;
+      return class_values<3>(k_, [&](int c) {
+        const ChainSums& s = l.sums[c];
+        return std::array{s.sum_f, s.q_f, s.p_b};
+      });
     });
     return;
   }
   keep_pareto_front(labels, [&](const Label& l) {
-    std::array<std::int64_t, PerClass<ChainSums>::kMaxClasses> worth{};
-    for (int c = 0; c < k_; ++c) worth[static_cast<std::size_t>(c)] = body_peak(l.sums[c], c);
-    return worth;
+    return class_values<1>(k_, [&](int c) { return std::array{body_peak(l.sums[c], c)}; });
   });
 }
 

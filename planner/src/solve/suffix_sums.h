@@ -10,6 +10,7 @@
 #include <array>
 #include <cassert>
 #include <compare>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 
@@ -25,14 +26,15 @@ struct Piece {
   std::int64_t delta = 0, peak = 0;
 };
 
-// One value per rollout-step class (first, middle, last: at most three;
-// ChainModel::class_count()), kept inline. Compared lexicographically.
+// Rollout-step classes: first, middle, last (ChainModel::class_count()).
+constexpr std::size_t kMaxClasses = 3;
+
+// One value per rollout-step class, kept inline. Compared lexicographically.
 template <class T>
 class PerClass {
  public:
-  static constexpr int kMaxClasses = 3;
   void push_back(const T& value) {
-    assert(n_ < kMaxClasses);
+    assert(static_cast<std::size_t>(n_) < kMaxClasses);
     items_[static_cast<std::size_t>(n_++)] = value;
   }
   int size() const { return n_; }
