@@ -33,7 +33,7 @@ check_error_prefix "--batch: the training step is too large to plan" \
   sweep --batch 65536 --rollout 1024 --dtype float32 --framework pytorch --devices tpu-v4
 
 # ---- a budget above the device (was "fits" at 369 GiB on a 32 GiB chip)
-check_error "--budget: expected a budget from 1 B to the memory of tpu-v4 (32.00 GiB), got 1024.00 GiB; a budget can only lower the memory a plan may use (--memory describes a device with more)" \
+check_error "--budget: expected a budget from 1 B to the memory of tpu-v4 (32.00 GiB), got 1024.00 GiB; a budget can only lower the memory a plan may use (describe a device with more memory instead)" \
   fit --device tpu-v4 --budget 1TiB
 check_error_prefix "--budget: expected a budget from 1 B to the memory of v100-16gb" \
   sweep --model "$work/tiny.json" --devices a100-80gb,v100-16gb --budget 20GiB

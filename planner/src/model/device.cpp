@@ -76,7 +76,7 @@ std::int64_t budget_within(const Device& device, std::int64_t budget_bytes, cons
   if (budget_bytes < 1 || budget_bytes > device.memory_bytes)
     throw InputError(source, "",
                      fmt::format("expected a budget from 1 B to the memory of {} ({}), got {}; a budget can only "
-                                 "lower the memory a plan may use (--memory describes a device with more)",
+                                 "lower the memory a plan may use (describe a device with more memory instead)",
                                  device.id, format_bytes(device.memory_bytes), format_bytes(budget_bytes)));
   return budget_bytes;
 }
@@ -91,7 +91,7 @@ Device device_with_memory(std::int64_t memory_bytes) {
         "memory", fmt::format("expected a memory size from 1 B to 2^52 bytes (4 PiB), got {}", memory_bytes));
   d.memory_bytes = memory_bytes;
   d.reserve_bytes = 0;
-  d.source = "--memory";
+  d.source = "memory as given; no reserve; FLOP/s and bandwidth of a100-80gb assumed";
   return d;
 }
 

@@ -144,7 +144,7 @@ nlohmann::json physicsnemo_export(const CostGraph& g, const Device& d, std::int6
             "modules (edge and node blocks); no edge blocking"
           : "segments counts modules (edge and node blocks; whole layers only); no edge blocking";
   physicsnemo["not_modelled"] = {"recompute_activation (the example's default true: SiLU recomputed in backward)",
-                                 "full_bf16 / amp: actmem's --dtype sets the activation type only",
+                                 "full_bf16 / amp: actmem's dtype sets the activation type only",
                                  "processor_type: GraphTransformer (another model)"};
   return physicsnemo;
 }
