@@ -187,8 +187,8 @@ HOSTILE = [
     ({"nested_regions": 1}, ("nested_regions", "", "expected True or False, got a value of type int")),
     ({"budget": 2**200}, ("budget", "", "expected an integer within 64 bits, got a larger one")),
     ({"budget": "1TiB"}, ("budget", "", "expected a budget from 1 B to the memory of a100-40gb (40.00 GiB), got "
-                                        "1024.00 GiB; a budget can only lower the memory a plan may use (--memory "
-                                        "describes a device with more)")),
+                                        "1024.00 GiB; a budget can only lower the memory a plan may use (describe "
+                                        "a device with more memory instead)")),
     ({"model": "\ud800"}, ("model", "", "expected a string of valid Unicode, got one with lone surrogates")),
     ({"model": dict(TINY, processor_steps=256)}, ("model", "/processor_steps",
                                                   "expected a positive integer of at most 16, got 256")),
