@@ -1,16 +1,23 @@
 // The architecture seam: a second architecture is one builder declaring its
-// op DAG and its stage chain (names, roles, edge rows). Plans, the
-// simulator and the solver read only that declaration, so they work on it
-// unchanged. The architecture sketched here is a GenCast-style processor
-// without edge updates (a stack of residual MLP blocks on the mesh nodes
-// standing in for graph-transformer layers), between an encoder and a
-// decoder that have none either.
+// op DAG and its stage chain (names, roles, edge rows), its parameter count
+// and the fields its model files add, registered with
+// register_architecture(). Model files select it by name, and the readers,
+// plans, the simulator and the solver work on it unchanged. The
+// architecture sketched here is a GenCast-style processor without edge
+// updates (a stack of residual MLP blocks on the mesh nodes, whose hidden
+// width is its own field `mlp_expansion` times the latent size, standing in
+// for graph-transformer layers), between an encoder and a decoder that have
+// none either.
 
+#include <algorithm>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "actmem/cost/cost_graph.h"
 #include "actmem/model/device.h"
@@ -24,51 +31,62 @@
 namespace actmem {
 namespace {
 
-constexpr int kBlocks = 6;
-constexpr std::int64_t kNodes = 40962;  // a refinement-6 mesh
-constexpr std::int64_t kWidth = 512;
-
-// encoder (grid features to mesh latents), block.0..block.5 (residual MLP
-// blocks), decoder (mesh latents to the prediction), loss.
+// encoder (grid features to mesh latents), block.0..block.{K-1} (residual
+// MLP blocks, K = processor_steps), decoder (mesh latents to the
+// prediction), loss; every tensor has a row per mesh node.
 class MeshTransformerBuilder {
  public:
-  explicit MeshTransformerBuilder(const RunOptions& run) : run_(run), b_(testing::tiny_model(2), run, chain()) {}
+  MeshTransformerBuilder(const ModelDescription& model, const RunOptions& run)
+      : model_(model),
+        run_(run),
+        rows_(model.mesh_nodes * run.batch),
+        hidden_(model.architecture_fields.at("mlp_expansion") * model.latent_size),
+        b_(model, run, chain(model)) {}
 
-  static std::vector<Stage> chain() {
+  static std::vector<Stage> chain(const ModelDescription& model) {
     std::vector<Stage> stages{{"encoder", StageRole::encoder, 0}};
-    for (int k = 0; k < kBlocks; ++k) stages.push_back({fmt::format("block.{}", k), StageRole::processor, 0});
+    for (int k = 0; k < model.processor_steps; ++k)
+      stages.push_back({fmt::format("block.{}", k), StageRole::processor, 0});
     stages.push_back({"decoder", StageRole::decoder, 0});
     return stages;
   }
 
+  // What build() declares: the weights and biases of its linears.
+  static std::int64_t parameter_count(const ModelDescription& m) {
+    const std::int64_t w = m.latent_size, hidden = m.architecture_fields.at("mlp_expansion") * w;
+    return (m.grid_input_features + 1) * w + m.processor_steps * ((w + 1) * hidden + (hidden + 1) * w) +
+           (w + 1) * m.output_features;
+  }
+
   CostGraph build() {
-    const TensorId features = input("features", 64);
-    const TensorId target = input("target", 64);
-    TensorId h = linear(features, kWidth, 0, "encoder");
-    for (int k = 1; k <= kBlocks; ++k) {
+    const TensorId features = input("features", model_.grid_input_features);
+    const TensorId target = input("target", model_.output_features);
+    TensorId h = linear(features, model_.latent_size, 0, "encoder");
+    for (int k = 1; k <= model_.processor_steps; ++k) {
       const std::string name = fmt::format("block.{}", k - 1);
-      const TensorId up = linear(h, 4 * kWidth, k, name + ".up");
+      const TensorId up = linear(h, hidden_, k, name + ".up");
       const TensorId act = unary(OpKind::silu, up, k, name + ".silu");
-      const TensorId down = linear(act, kWidth, k, name + ".down");
-      h = binary(OpKind::add, h, down, k, name + ".residual", kWidth);
+      const TensorId down = linear(act, model_.latent_size, k, name + ".down");
+      h = binary(OpKind::add, h, down, k, name + ".residual", model_.latent_size);
     }
-    const TensorId prediction = linear(h, 64, kBlocks + 1, "decoder");
+    const int decoder = static_cast<int>(model_.processor_steps) + 1;
+    const TensorId prediction = linear(h, model_.output_features, decoder, "decoder");
     const TensorId loss = activation("loss", 1, 1, 4);
     Op op;
     op.kind = OpKind::mse_loss;
     op.name = "loss";
-    op.stage = kBlocks + 2;
+    op.stage = decoder + 1;
     op.inputs = {prediction, target};
     op.outputs = {loss};
-    op.forward_flops = 3.0 * static_cast<double>(kNodes * 64);
-    op.backward_flops = 2.0 * static_cast<double>(kNodes * 64);
+    op.forward_flops = 3.0 * static_cast<double>(rows_ * model_.output_features);
+    op.backward_flops = 2.0 * static_cast<double>(rows_ * model_.output_features);
     b_.add_op(op);
     return b_.finish();
   }
 
  private:
   TensorId input(const std::string& name, std::int64_t cols) {
-    return b_.add_tensor({name, kNodes * run_.batch, cols, 4, TensorRole::input, false});
+    return b_.add_tensor({name, rows_, cols, 4, TensorRole::input, false});
   }
   TensorId activation(const std::string& name, std::int64_t rows, std::int64_t cols, int bytes) {
     return b_.add_tensor({name, rows, cols, bytes, TensorRole::activation, true});
@@ -77,14 +95,14 @@ class MeshTransformerBuilder {
     const std::int64_t in = b_.tensor(x).cols;
     const TensorId w = b_.add_tensor({name + ".weight", out, in, 4, TensorRole::parameter, true});
     const TensorId bias = b_.add_tensor({name + ".bias", 1, out, 4, TensorRole::parameter, true});
-    const TensorId y = activation(name + ".out", kNodes * run_.batch, out, 2);
+    const TensorId y = activation(name + ".out", rows_, out, 2);
     Op op;
     op.kind = OpKind::linear;
     op.name = name;
     op.stage = stage;
     op.inputs = {x, w, bias};
     op.outputs = {y};
-    op.forward_flops = 2.0 * static_cast<double>(kNodes * run_.batch * in * out);
+    op.forward_flops = 2.0 * static_cast<double>(rows_ * in * out);
     op.backward_flops = 2 * op.forward_flops;
     b_.add_op(op);
     return y;
@@ -112,29 +130,118 @@ class MeshTransformerBuilder {
     return y;
   }
 
+  const ModelDescription& model_;
   RunOptions run_;
+  std::int64_t rows_;
+  std::int64_t hidden_;
   CostGraphBuilder b_;
 };
 
+Architecture mesh_transformer_architecture() {
+  return {"mesh-transformer",
+          {{"mlp_expansion", 16, "a block's MLP hidden width over the latent size"}},
+          [](const ModelDescription& m, const RunOptions& run) { return MeshTransformerBuilder(m, run).build(); },
+          MeshTransformerBuilder::parameter_count};
+}
+
+// Registered once per process, whichever test case runs first.
+void register_mesh_transformer() {
+  static std::once_flag once;
+  std::call_once(once, [] { register_architecture(mesh_transformer_architecture()); });
+}
+
+// A model file of the architecture: the shared fields (its counts of grid2mesh,
+// mesh and mesh2grid edges unused) and its own.
+nlohmann::json mesh_transformer_json() {
+  nlohmann::json j = testing::tiny_model_json(6);
+  j["name"] = "mesh-transformer";
+  j["architecture"] = "mesh-transformer";
+  j["mesh_nodes"] = 40962;  // a refinement-6 mesh
+  j["latent_size"] = 512;
+  j["grid_input_features"] = 64;
+  j["output_features"] = 64;
+  j["mlp_expansion"] = 4;
+  return j;
+}
+
 CostGraph mesh_transformer(Framework framework) {
+  register_mesh_transformer();
   RunOptions run;
   run.framework = framework;
-  return MeshTransformerBuilder(run).build();
+  return CostGraph::build(model_from_json(mesh_transformer_json(), "mt.json"), run);
 }
 
 TEST_SUITE("architecture seam") {
   TEST_CASE("architecture seam: the model's architecture selects the builder, an unknown one is refused") {
-    CHECK(architecture_names() == std::vector<std::string>{"graphcast"});
+    CHECK(architecture_names().front() == "graphcast");
+    CHECK(architecture_fields("graphcast").empty());
     ModelDescription m = testing::tiny_model(2);
     CHECK(CostGraph::build(m, RunOptions{}).stages().front() == "encoder");
     m.architecture = "gencast";
-    CHECK_THROWS_WITH_AS(CostGraph::build(m, RunOptions{}),
-                         doctest::Contains("/architecture: expected one of \"graphcast\", got \"gencast\""),
+    CHECK_THROWS_WITH_AS(CostGraph::build(m, RunOptions{}), doctest::Contains("/architecture: expected one of"),
                          InputError);
     // The parameter count is the builder's too: none without one.
-    CHECK_THROWS_WITH_AS(parameter_count(m),
-                         doctest::Contains("/architecture: expected one of \"graphcast\", got \"gencast\""),
+    CHECK_THROWS_WITH_AS(parameter_count(m), doctest::Contains("/architecture: expected one of \"graphcast\""),
                          InputError);
+  }
+
+  TEST_CASE("another architecture: registered once, with fields that are its own") {
+    register_mesh_transformer();
+    const std::vector<std::string> names = architecture_names();
+    CHECK(std::find(names.begin(), names.end(), "mesh-transformer") != names.end());
+    CHECK(architecture_fields("mesh-transformer").front().key == "mlp_expansion");
+    CHECK_THROWS_WITH_AS(register_architecture(mesh_transformer_architecture()),
+                         "architecture: \"mesh-transformer\" is already an architecture", InputError);
+    Architecture bad = mesh_transformer_architecture();
+    bad.name = "other";
+    bad.fields.push_back({"latent_size", 4, "a second latent size"});
+    CHECK_THROWS_WITH_AS(register_architecture(bad),
+                         "architecture: \"other\": field \"latent_size\" is one every model description shares",
+                         InputError);
+    bad.fields = {{"heads", 8, ""}, {"heads", 8, ""}};
+    CHECK_THROWS_WITH_AS(register_architecture(bad), "architecture: \"other\": field \"heads\" is declared twice",
+                         InputError);
+    bad.fields = {};
+    bad.build = nullptr;
+    CHECK_THROWS_WITH_AS(register_architecture(bad),
+                         "architecture: \"other\": expected a builder and a parameter count", InputError);
+    const std::vector<std::string> after = architecture_names();
+    CHECK(std::find(after.begin(), after.end(), "other") == after.end());
+  }
+
+  TEST_CASE("another architecture: its model files carry its fields, checked as the shared ones are") {
+    register_mesh_transformer();
+    const ModelDescription m = model_from_json(mesh_transformer_json(), "mt.json");
+    CHECK(m.architecture_fields == std::map<std::string, std::int64_t>{{"mlp_expansion", 4}});
+    CHECK(to_json(m)["mlp_expansion"] == 4);
+    CHECK(model_from_json(to_json(m), "again.json").architecture_fields == m.architecture_fields);
+    CHECK(parameter_count(m) == CostGraph::build(m, RunOptions{}).parameter_count());
+    // The field is part of the model: another expansion is another model.
+    nlohmann::json wider = mesh_transformer_json();
+    wider["mlp_expansion"] = 8;
+    CHECK(fingerprint(model_from_json(wider, "mt.json")) != fingerprint(m));
+    CHECK(fingerprint(testing::tiny_model(2)) == fingerprint(model_from_json(testing::tiny_model_json(2), "t.json")));
+
+    nlohmann::json missing = mesh_transformer_json();
+    missing.erase("mlp_expansion");
+    CHECK_THROWS_WITH_AS(model_from_json(missing, "mt.json"), "mt.json: /mlp_expansion: missing required field",
+                         InputError);
+    wider["mlp_expansion"] = 17;
+    CHECK_THROWS_WITH_AS(model_from_json(wider, "mt.json"), doctest::Contains("mt.json: /mlp_expansion:"), InputError);
+    nlohmann::json graphcast = testing::tiny_model_json(2);
+    graphcast["mlp_expansion"] = 4;  // not a field of GraphCast's
+    CHECK_THROWS_WITH_AS(model_from_json(graphcast, "g.json"), doctest::Contains("g.json: /mlp_expansion:"),
+                         InputError);
+    // A description made in code is held to the same fields.
+    ModelDescription without = m;
+    without.architecture_fields.clear();
+    CHECK_THROWS_WITH_AS(CostGraph::build(without, RunOptions{}),
+                         "mesh-transformer: /mlp_expansion: architecture \"mesh-transformer\" expects mlp_expansion "
+                         "from 1 to 16 (a block's MLP hidden width over the latent size)",
+                         InputError);
+    ModelDescription extra = testing::tiny_model(2);
+    extra.architecture_fields["heads"] = 8;
+    CHECK_THROWS_WITH_AS(parameter_count(extra), "tiny: /heads: not a field of architecture \"graphcast\"", InputError);
   }
 
   TEST_CASE("another architecture: built-in plans follow its declared roles") {

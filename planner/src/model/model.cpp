@@ -96,6 +96,7 @@ void check_byte_totals(const ModelDescription& m, const std::string& source) {
   for (std::int64_t factor :
        {widest, std::int64_t{8}, m.mlp_hidden_layers + 8, m.processor_steps + 4, std::int64_t{16}})
     bound = bound ? checked_mul(*bound, factor) : std::nullopt;
+  for (const auto& field : m.architecture_fields) bound = bound ? checked_mul(*bound, field.second) : std::nullopt;
   if (!bound || *bound > detail::kMaxTotalBytes) {
     const CountField* largest = &kCountFields[0];
     for (const CountField& f : kCountFields)
@@ -165,9 +166,15 @@ std::string to_string(Implementation implementation) {
 
 std::vector<std::string> preset_names() { return kPresets; }
 
+std::vector<std::string> shared_model_fields() { return kFields; }
+
 ModelDescription model_from_json(const nlohmann::json& document, const std::string& source) {
   const detail::FieldReader in(document, source);
-  in.reject_unknown_fields(kFields);
+  const std::vector<ArchitectureField> own = architecture_fields(
+      in.has("architecture") && in.value("architecture").is_string() ? in.string("architecture") : std::string{});
+  std::vector<std::string> known = kFields;
+  for (const ArchitectureField& f : own) known.push_back(f.key);
+  in.reject_unknown_fields(known);
 
   ModelDescription m;
   m.name = in.optional_name("name").value_or(one_line(std::filesystem::path(source).stem().string()));
@@ -178,6 +185,7 @@ ModelDescription model_from_json(const nlohmann::json& document, const std::stri
             fmt::format("expected one of \"{}\", got {}{}", fmt::join(names, "\", \""),
                         detail::describe(in.value("architecture")), did_you_mean(m.architecture, names)));
   read_implementation(in, m);
+  for (const ArchitectureField& f : own) m.architecture_fields[f.key] = in.positive_int(f.key, f.max);
   m.resolution_deg = in.optional_positive_number("resolution_deg");
   if (in.has("mesh_level")) m.mesh_level = in.non_negative_int("mesh_level", kMaxMeshLevel);
   m.radius_query_fraction = in.optional_positive_number("radius_query_fraction");
@@ -237,6 +245,7 @@ nlohmann::json to_json(const ModelDescription& m) {
   j["mesh_input_features"] = m.mesh_input_features;
   j["edge_features"] = m.edge_features;
   j["output_features"] = m.output_features;
+  for (const auto& [key, value] : m.architecture_fields) j[key] = value;
   return j;
 }
 
@@ -257,6 +266,12 @@ std::string fingerprint(const ModelDescription& m) {
   // existed (DeepMind's GraphCast) still holds.
   if (m.implementation != Implementation::deepmind) mix(static_cast<std::int64_t>(m.implementation));
   if (m.concat_trick) mix(-1);
+  if (m.architecture != "graphcast")
+    for (char c : m.architecture) mix(static_cast<unsigned char>(c));
+  for (const auto& [key, value] : m.architecture_fields) {  // none for GraphCast
+    for (char c : key) mix(static_cast<unsigned char>(c));
+    mix(value);
+  }
   return fmt::format("{:016x}", hash);
 }
 

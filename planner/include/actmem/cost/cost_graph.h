@@ -226,4 +226,24 @@ class CostGraphBuilder {
   std::int64_t total_bytes_ = 0;
 };
 
+// An architecture (docs/architecture.md, "The architecture seam"): the name a
+// model's `architecture` gives, the fields its descriptions add to the
+// shared ones, its builder (a CostGraphBuilder emitting its op DAG and stage
+// chain) and its parameter count (what the builder declares, counted without
+// building the step: equal to CostGraph::parameter_count() of every graph it
+// builds for the model). GraphCast is built in (models/architectures.cpp).
+struct Architecture {
+  std::string name;
+  std::vector<ArchitectureField> fields;
+  CostGraph (*build)(const ModelDescription& model, const RunOptions& run) = nullptr;
+  std::int64_t (*parameter_count)(const ModelDescription& model) = nullptr;
+};
+
+// Adds an architecture for CostGraph::build(), parameter_count() and the
+// model readers, from then on and for every thread. A name already taken,
+// an empty name, a missing function, or a field named like a shared one or
+// twice is an InputError::argument("architecture", …). Safe to call while
+// other threads build graphs.
+void register_architecture(Architecture architecture);
+
 }  // namespace actmem

@@ -10,6 +10,7 @@
 // 64-bit arithmetic is an InputError naming the file and the field.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -66,11 +67,34 @@ struct ModelDescription {
   std::int64_t mesh_input_features = 0;
   std::int64_t edge_features = 0;
   std::int64_t output_features = 0;
+
+  // The fields the model's architecture adds to the shared ones above, by
+  // key (its ArchitectureField declarations; GraphCast adds none).
+  std::map<std::string, std::int64_t> architecture_fields;
+};
+
+// A field that an architecture's model descriptions carry beside the shared
+// ones: a required integer from 1 to `max`. Since each may scale the
+// architecture's tensors, it multiplies the bound that keeps a training
+// step's byte totals within 64 bits.
+struct ArchitectureField {
+  std::string key;
+  std::int64_t max = 1;
+  std::string meaning;  // one line, for error messages and docs
 };
 
 // The architectures CostGraph::build has a builder for: the values a model's
-// `architecture` may take.
+// `architecture` may take (the built-in ones, then those added by
+// register_architecture(), cost_graph.h).
 std::vector<std::string> architecture_names();
+
+// The fields an architecture adds to the shared ones; none for a name that
+// is not an architecture.
+std::vector<ArchitectureField> architecture_fields(std::string_view architecture);
+
+// The fields every model description may give, whatever its architecture
+// (docs/model-format.md).
+std::vector<std::string> shared_model_fields();
 
 // Names of the built-in presets, in catalog order.
 std::vector<std::string> preset_names();
@@ -86,9 +110,10 @@ ModelDescription model_from_json(const nlohmann::json& document, const std::stri
 nlohmann::json to_json(const ModelDescription& model);
 
 // A stable hex digest of every field that affects cost (counts, widths,
-// depth, and the implementation and concat_trick where they are not the
-// defaults, so that digests made before they existed still hold; not the name). Plans carry it to refuse being applied
-// to another model.
+// depth; the implementation and concat_trick where they are not the
+// defaults and the architecture where it is not GraphCast, with its fields,
+// so that digests made before these existed still hold; not the name).
+// Plans carry it to refuse being applied to another model.
 std::string fingerprint(const ModelDescription& model);
 
 // Trainable parameters: those the builder of the model's architecture
