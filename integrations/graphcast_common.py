@@ -1,6 +1,7 @@
 """What both reference models (integrations/jax, integrations/pytorch) read
-of GraphCast the same way: the twelve sizes of a model description, and the
-stage chain as actmem's builder declares it (models/graphcast_builder.cpp):
+of GraphCast the same way: the twelve sizes of a model description, how
+edge blocks split a stage's edges, and the stage chain as actmem's builder
+declares it (models/graphcast_builder.cpp):
 encoder, mesh_edge_embed, processor.0..K-1, decoder. Stages pass latents by
 name: v_g grid nodes, v_m mesh nodes, e_m mesh edges, pred the prediction.
 """
@@ -75,3 +76,17 @@ def range_io(stages, first: int, last: int) -> tuple[list[str], set[str]]:
         reads |= set(stage_reads(s)) - writes
         writes |= set(stage_writes(s))
     return sorted(reads), writes
+
+
+def block_bounds(edges: int, blocks: int) -> list[tuple[int, int]]:
+    """[start, end) of `blocks` contiguous blocks of edges, as actmem's schedule
+    splits them: the first edges % blocks are one edge larger."""
+    if not 1 <= blocks <= edges:
+        raise ValueError(f"edge blocks must be in 1..{edges}, got {blocks}")
+    size, extra = divmod(edges, blocks)
+    bounds, start = [], 0
+    for b in range(blocks):
+        end = start + size + (b < extra)
+        bounds.append((start, end))
+        start = end
+    return bounds

@@ -47,7 +47,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from graphcast_common import (EDGE_STAGE_KINDS, SIZE_FIELDS, STAGE_READS, STAGE_WRITES, Sizes,  # noqa: E402,F401
-                              range_io, read_sizes, stage_kind, stage_names, stage_reads, stage_writes)
+                              block_bounds, range_io, read_sizes, stage_kind, stage_names, stage_reads, stage_writes)
 
 FORCINGS = 5       # forcing channels at the target time
 STATIC = 5         # 2 static + 3 position channels per grid node
@@ -210,19 +210,6 @@ def mlp(p: dict, x):
         x = jax.nn.silu(x @ lin["w"] + lin["b"])
     x = x @ last["w"] + last["b"]
     return layer_norm(p["norm"], x) if "norm" in p else x
-
-
-def block_bounds(edges: int, blocks: int) -> list[tuple[int, int]]:
-    """[start, end) of `blocks` contiguous blocks; the first edges % blocks are one edge larger."""
-    if not 1 <= blocks <= edges:
-        raise ValueError(f"edge blocks must be in 1..{edges}, got {blocks}")
-    size, extra = divmod(edges, blocks)
-    bounds, start = [], 0
-    for b in range(blocks):
-        end = start + size + (b < extra)
-        bounds.append((start, end))
-        start = end
-    return bounds
 
 
 class Graph(NamedTuple):

@@ -31,7 +31,7 @@ from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from graphcast_common import (EDGE_STAGE_KINDS, SIZE_FIELDS, STAGE_READS, STAGE_WRITES, Sizes,  # noqa: E402,F401
-                              range_io, read_sizes, stage_kind, stage_names, stage_reads, stage_writes)
+                              block_bounds, range_io, read_sizes, stage_kind, stage_names, stage_reads, stage_writes)
 
 
 
@@ -114,19 +114,6 @@ class MLP(nn.Module):
         if self.norm is not None:
             x = F.layer_norm(x, self.norm.normalized_shape, self.norm.weight, self.norm.bias, self.norm.eps)
         return x
-
-
-def block_bounds(edges: int, blocks: int) -> list[tuple[int, int]]:
-    """[start, end) of `blocks` contiguous blocks; the first edges % blocks are one larger."""
-    if not 1 <= blocks <= edges:
-        raise ValueError(f"edge blocks must be in 1..{edges}, got {blocks}")
-    size, extra = divmod(edges, blocks)
-    bounds, start = [], 0
-    for b in range(blocks):
-        end = start + size + (1 if b < extra else 0)
-        bounds.append((start, end))
-        start = end
-    return bounds
 
 
 def _edge_block(mlp: MLP, e, v_s, v_r, senders, receivers):
