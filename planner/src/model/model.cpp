@@ -266,10 +266,13 @@ std::string fingerprint(const ModelDescription& m) {
   // existed (DeepMind's GraphCast) still holds.
   if (m.implementation != Implementation::deepmind) mix(static_cast<std::int64_t>(m.implementation));
   if (m.concat_trick) mix(-1);
-  if (m.architecture != "graphcast")
-    for (char c : m.architecture) mix(static_cast<unsigned char>(c));
+  auto mix_text = [&mix](const std::string& text) {  // length first: no two sequences of texts mix alike
+    mix(static_cast<std::int64_t>(text.size()));
+    for (char c : text) mix(static_cast<unsigned char>(c));
+  };
+  if (m.architecture != "graphcast") mix_text(m.architecture);
   for (const auto& [key, value] : m.architecture_fields) {  // none for GraphCast
-    for (char c : key) mix(static_cast<unsigned char>(c));
+    mix_text(key);
     mix(value);
   }
   return fmt::format("{:016x}", hash);
