@@ -141,6 +141,54 @@ TEST_SUITE("thread safety") {
     check_all_equal(run_serially(jobs), run_concurrently(jobs, thread_count(), 2));
   }
 
+  TEST_CASE("threads: architectures registered while other threads build graphs and read models") {
+    // Aliases of GraphCast under other names: their graphs are GraphCast's.
+    auto build = [](const ModelDescription& m, const RunOptions& run) {
+      ModelDescription g = m;
+      g.architecture = "graphcast";
+      return CostGraph::build(g, run);
+    };
+    auto count = [](const ModelDescription& m) {
+      ModelDescription g = m;
+      g.architecture = "graphcast";
+      return parameter_count(g);
+    };
+    const int aliases = 8;
+    const ModelDescription model = testing::tiny_model(2);
+    const std::size_t ops = CostGraph::build(model, RunOptions{}).ops().size();
+    std::vector<std::thread> pool;
+    std::vector<std::string> failures(static_cast<std::size_t>(thread_count()));
+    pool.emplace_back([&] {
+      for (int k = 0; k < aliases; ++k) register_architecture({"alias-" + std::to_string(k), {}, +build, +count});
+    });
+    for (int t = 1; t < thread_count(); ++t) {
+      pool.emplace_back([&, t] {
+        for (int round = 0; round < 20; ++round) {
+          nlohmann::json j = testing::tiny_model_json(2);
+          j["architecture"] = "alias-" + std::to_string(round % aliases);
+          try {
+            const ModelDescription m = model_from_json(j, "alias.json");  // once registered
+            if (CostGraph::build(m, RunOptions{}).ops().size() != ops || parameter_count(m) != parameter_count(model))
+              failures[static_cast<std::size_t>(t)] = "an alias built another graph";
+          } catch (const InputError& e) {
+            if (std::string{e.what()}.find("/architecture: expected one of") == std::string::npos)
+              failures[static_cast<std::size_t>(t)] = e.what();
+          }
+          if (CostGraph::build(model, RunOptions{}).ops().size() != ops)
+            failures[static_cast<std::size_t>(t)] = "graph";
+          if (architecture_names().front() != "graphcast") failures[static_cast<std::size_t>(t)] = "names";
+        }
+      });
+    }
+    for (std::thread& thread : pool) thread.join();
+    for (const std::string& failure : failures) CHECK(failure.empty());
+    const std::vector<std::string> names = architecture_names();
+    CHECK(names.size() == 1 + aliases);
+    nlohmann::json j = testing::tiny_model_json(2);
+    j["architecture"] = "alias-3";
+    CHECK(CostGraph::build(model_from_json(j, "alias.json"), RunOptions{}).ops().size() == ops);
+  }
+
   // The solver searches thousands of plans per call; a small model keeps
   // this quick under ThreadSanitizer.
   TEST_CASE("threads: solve, fits, pareto and plan documents on one shared graph give the serial answers") {
