@@ -91,9 +91,11 @@ Architecture architecture_of(const ModelDescription& model) {
           model.name, "/" + f.key,
           fmt::format("architecture \"{}\" expects {} from 1 to {} ({})", a->name, f.key, f.max, f.meaning));
   }
-  for (const auto& [key, value] : model.architecture_fields)
+  for (const auto& given : model.architecture_fields) {
+    const std::string& key = given.first;  // a lambda may not capture a structured binding before C++20's fix
     if (std::none_of(a->fields.begin(), a->fields.end(), [&](const ArchitectureField& f) { return f.key == key; }))
       throw InputError(model.name, "/" + key, fmt::format("not a field of architecture \"{}\"", a->name));
+  }
   return *std::move(a);
 }
 
