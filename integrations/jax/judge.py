@@ -246,23 +246,17 @@ HLO_PASSES_DONE_LOG = re.compile(r"HLO_PASSES stage duration")
 PROBE_HBM_MIB = 16  # no program fits: XLA states the peak as written to the byte
 
 
-def remat_probe(argv: list[str], hbm_mib: int | None = None, timeout: float = 1800) -> dict:
-    """XLA:TPU's own figures for the step that `argv` (judge.py's arguments)
-    asks for, from its rematerialisation pass on TPU v4 with `hbm_mib` of
-    HBM (libtpu's --xla_tpu_max_hbm_size_mib; None: the chip's):
-      as_written_bytes   the temporaries' peak as written, what actmem's cost
-                         model describes (None if the program was under the
-                         limit: the pass then logs nothing)
-      after_remat_bytes  after XLA rematerialised to get under its limit
-      remat_limit_bytes  that limit; remat_fits: whether it got there
-      arguments_bytes, aliased_output_bytes, overlays_bytes: what the limit
-                         subtracts from 95% of the HBM
-    judge.py runs in a child with its own log directory, stopped once XLA's
-    HLO passes are done (seconds to a minute; the whole compile takes
-    minutes). With hbm_mib=PROBE_HBM_MIB nothing fits, so the figures as
-    written come to the byte."""
+def hlo_passes_log(argv: list[str], hbm_mib: int | None = None, timeout: float = 1800,
+                   vmodule: str | None = None) -> str:
+    """libtpu's INFO log of compiling the step that `argv` (judge.py's
+    arguments) asks for, for TPU v4 with `hbm_mib` of HBM (None: the chip's),
+    up to the end of XLA's HLO passes: judge.py runs in a child with its own
+    log directory and is stopped there (seconds to minutes; the whole compile
+    takes longer). `vmodule`: libtpu's TPU_VMODULE, for more of a pass's log."""
     start = time.perf_counter()
     env = dict(os.environ, TPU_LOG_DIR="", TPU_MIN_LOG_LEVEL="0")
+    if vmodule:
+        env["TPU_VMODULE"] = vmodule
     if hbm_mib is not None:
         env["LIBTPU_INIT_ARGS"] = f"{os.environ.get('LIBTPU_INIT_ARGS', '')} --xla_tpu_max_hbm_size_mib={hbm_mib}".strip()
     with tempfile.TemporaryDirectory(prefix="actmem-remat-probe-") as logs:
@@ -285,6 +279,24 @@ def remat_probe(argv: list[str], hbm_mib: int | None = None, timeout: float = 18
     if not HLO_PASSES_DONE_LOG.search(text):
         detail = stderr.strip().splitlines()[-1:] or [f"exit {child.returncode}"]
         raise UsageError(f"XLA:TPU's HLO passes did not finish ({detail[0]})")
+    return text
+
+
+def remat_probe(argv: list[str], hbm_mib: int | None = None, timeout: float = 1800) -> dict:
+    """XLA:TPU's own figures for the step that `argv` (judge.py's arguments)
+    asks for, from its rematerialisation pass on TPU v4 with `hbm_mib` of
+    HBM (libtpu's --xla_tpu_max_hbm_size_mib; None: the chip's):
+      as_written_bytes   the temporaries' peak as written, what actmem's cost
+                         model describes (None if the program was under the
+                         limit: the pass then logs nothing)
+      after_remat_bytes  after XLA rematerialised to get under its limit
+      remat_limit_bytes  that limit; remat_fits: whether it got there
+      arguments_bytes, aliased_output_bytes, overlays_bytes: what the limit
+                         subtracts from 95% of the HBM
+    read off hlo_passes_log(). With hbm_mib=PROBE_HBM_MIB nothing fits, so
+    the figures as written come to the byte."""
+    start = time.perf_counter()
+    text = hlo_passes_log(argv, hbm_mib, timeout)
     limit, reduction = REMAT_LIMIT_LOG.search(text), REMAT_REDUCTION_LOG.search(text)
     floor = REMAT_FLOOR_LOG.search(text)
     out = {"hbm_mib": hbm_mib, "as_written_bytes": None, "after_remat_bytes": None, "remat_limit_bytes": None,

@@ -315,6 +315,38 @@ def test_remat_probe_reads_xla_s_figures_as_written_and_after_rematerialising(tm
 
 
 @needs_jax
+def test_remat_trace_replays_the_peak_xla_s_pass_states(tmp_path):
+    """remat_trace.py on `mid`, each rollout step checkpointed (seconds): the
+    replay of the pass's log gives every computation the peak the pass
+    states, the entry's peak is at the backward loop (its body's peak added),
+    and the buffers listed there are live ones of the body."""
+    import remat_trace
+    plan = write(tmp_path, "deepmind.json", {"checkpoints": [{"from": "encoder", "to": "decoder"}],
+                                             "edge_blocks": {"decoder": 4}, "step_checkpoint": True})
+    argv = ["--model", os.path.join(HERE, "models", "mid.json"), "--plan", plan, "--rollout", "2", "--no-actmem"]
+    trace = remat_trace.parse(judge.hlo_passes_log(argv, judge.PROBE_HBM_MIB, vmodule="hlo_rematerialization=3"))
+    assert trace.schedule != "not stated" and len(trace.computations) >= 3
+    for c in trace.computations:
+        assert remat_trace.agrees(c.peak, c.stated_peak), (c.name, c.peak, c.stated_peak)
+    entry = max(trace.computations, key=lambda c: c.peak)
+    at = entry.usage.index(entry.peak)
+    assert entry.instructions[at].startswith("while")
+    body = [c for c in trace.computations if c.peak > entry.peak / 2 and c is not entry]
+    assert body and entry.peak > body[0].peak
+    live = body[0].live_at(body[0].usage.index(body[0].peak))
+    assert sum(size for size, _, _ in live) >= body[0].peak
+
+
+def test_remat_trace_without_the_pass_s_log_is_a_one_line_error(tmp_path, capsys):
+    import remat_trace
+    log = tmp_path / "tpu.INFO"
+    log.write_text("I1203 hlo_memory_scheduler.cc:614] Chose min-memory list sequence: 1.26GiB\n")
+    assert remat_trace.main(["--log", str(log)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("actmem-jax: error: ") and "hlo_rematerialization=3" in err and err.count("\n") == 1
+
+
+@needs_jax
 def test_xla_peak_lists_what_xla_holds_at_its_peak_by_model_line(tmp_path):
     """xla_peak.py on a real dump (the tiny model for XLA:CPU, seconds): the
     buffers it lists add up to the peak XLA states, and they are traced to
