@@ -90,6 +90,12 @@ def cases() -> list[Case]:
                                                    ("deepmind:4", 2, False, "float32", 2)):
         out.append(Case(f"mid {plan} r{rollout}{' step' if step_ckpt else ''} {dtype} b{batch}", "mid", plan, dtype,
                         batch, rollout, step_ckpt, "ci"))
+    # The decoder's edges in 2, 4 and 8 blocks, alone and in a scanned rollout:
+    # how XLA's edge-block schedule scales with the blocks (docs/cost-model.md J16).
+    for blocks in (2, 4, 8):
+        for rollout, step_ckpt in ((1, False), (2, True)):
+            out.append(Case(f"mid deepmind:{blocks} r{rollout}{' step' if step_ckpt else ''} bfloat16 b1", "mid",
+                            f"deepmind:{blocks}", rollout=rollout, step_checkpoint=step_ckpt))
     return out
 
 
@@ -117,6 +123,13 @@ KNOWN_GAPS = {
                                                "decoder's first block (J15)",
     "mid nested r2 step bfloat16 b1": "+16% (+25% before J14): the decoder's 4 edge blocks in the loop body, "
                                       "as graphcast nested (J14)",
+    "mid deepmind:2 r1 bfloat16 b1": "+15%: XLA's list scheduler hoists both blocks' recomputed inputs and "
+                                     "output-gradient slices before any input gradient; actmem holds J8's input "
+                                     "gradients and runs one block at a time, so its figure falls with the blocks "
+                                     "where XLA's does not (J16)",
+    "mid deepmind:2 r2 step bfloat16 b1": "+20%: as mid deepmind:2 r1, in the loop body (J16)",
+    "mid deepmind:4 r1 bfloat16 b1": "+9.5%: as mid deepmind:2 r1 (J16)",
+    "mid deepmind:4 r2 step bfloat16 b1": "+14%: as mid deepmind:2 r1, in the loop body (J16)",
     "graphcast-small none r2 bfloat16 b1": "a scanned rollout without step checkpoints stacks JAX's own residuals "
                                            "of every stage outside a checkpoint (float32 LayerNorm intermediates, "
                                            "the MLP inputs' concatenations), not XLA's fused ones (J11); not modelled",
