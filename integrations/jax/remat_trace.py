@@ -25,7 +25,7 @@ Exit: 0, or 2 with `actmem-jax: error: ...` on bad input.
 """
 from __future__ import annotations
 
-import argparse
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -188,9 +188,10 @@ def main(argv=None) -> int:
         else:
             judge.require_packages(["tpu-v4"])
             text = judge.hlo_passes_log(step, args.hbm_mib, vmodule="hlo_rematerialization=3")
-            if args.keep_log:
-                with open(args.keep_log, "w") as f:
+            if args.keep_log:  # whole or not at all
+                with open(args.keep_log + ".part", "w") as f:
                     f.write(text)
+                os.replace(args.keep_log + ".part", args.keep_log)
         print(report(parse(text), args.peaks, args.min_mib, args.computation))
     except (judge.UsageError, TraceError, OSError) as e:
         print(f"actmem-jax: error: {e}", file=sys.stderr)
