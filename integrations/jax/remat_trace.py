@@ -142,10 +142,10 @@ def parse(text: str) -> Trace:
 
 def agrees(replayed: int, stated: str) -> bool:
     """Whether a replayed peak is the one the pass states, to the precision it prints (e.g. 1.08GiB)."""
-    m = re.fullmatch(r"([\d.]+)([KMGT]?i?B)", stated)
+    m = re.fullmatch(r"([\d.]+)([KMGT]?)i?B", stated)
     if not m:
         return False
-    unit = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}[m[2]]
+    unit = judge.UNITS[m[2]]
     digits = len(m[1].split(".")[1]) if "." in m[1] else 0
     return abs(replayed / unit - float(m[1])) <= 0.5 * 10**-digits + 1e-9
 
