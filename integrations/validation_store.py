@@ -19,11 +19,17 @@ def read_results(path: str) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def write_whole(path: str, text: str) -> None:
+    """Replaces `path` with `text`: written aside, then renamed, so a reader
+    (or an interrupted run) sees the old file or the new one, never part."""
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+
+
 def write_results(path: str, results: list[dict]) -> None:
     """All results, one JSON line each, replacing `path` whole."""
-    with open(path + ".tmp", "w") as f:
-        f.writelines(json.dumps(r) + "\n" for r in results)
-    os.replace(path + ".tmp", path)
+    write_whole(path, "".join(json.dumps(r) + "\n" for r in results))
 
 
 def write_table(path: str, text: str, writer: str) -> None:
@@ -34,6 +40,4 @@ def write_table(path: str, text: str, writer: str) -> None:
     old = open(path).read() if os.path.exists(path) else ""
     if begin in old and END in old:
         block = old[:old.index(begin)] + block + old[old.index(END) + len(END):]
-    with open(path + ".tmp", "w") as f:
-        f.write(block if old else block + "\n")
-    os.replace(path + ".tmp", path)
+    write_whole(path, block if old else block + "\n")

@@ -32,6 +32,9 @@ from dataclasses import dataclass, field
 
 import judge
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from validation_store import write_whole  # noqa: E402
+
 BEGIN = re.compile(r"\] BeginInstruction (\S+)$")
 BUFFER = re.compile(r"\]\s+Buffer (?:Buffer )?(\d+) \(defined by (\S+), size (\d+) bytes\) is now (live|dead)")
 USAGE = re.compile(r"\]\s+memory usage = (\d+)$")
@@ -188,10 +191,8 @@ def main(argv=None) -> int:
         else:
             judge.require_packages(["tpu-v4"])
             text = judge.hlo_passes_log(step, args.hbm_mib, vmodule="hlo_rematerialization=3")
-            if args.keep_log:  # whole or not at all
-                with open(args.keep_log + ".part", "w") as f:
-                    f.write(text)
-                os.replace(args.keep_log + ".part", args.keep_log)
+            if args.keep_log:
+                write_whole(args.keep_log, text)
         print(report(parse(text), args.peaks, args.min_mib, args.computation))
     except (judge.UsageError, TraceError, OSError) as e:
         print(f"actmem-jax: error: {e}", file=sys.stderr)
