@@ -346,6 +346,50 @@ def test_remat_trace_without_the_pass_s_log_is_a_one_line_error(tmp_path, capsys
     assert err.startswith("actmem-jax: error: ") and "hlo_rematerialization=3" in err and err.count("\n") == 1
 
 
+# A module as the rematerialisation pass prints it (shapes in bytes: f32[n] is 4n B).
+SMALL_MODULE = """ENTRY %main (p: f32[8]) -> (f32[16], f32[512], f32[8]) {
+  %p = f32[8]{0} parameter(0)
+  %a = f32[1024]{0} negate(%p)
+  %w = f32[512]{0} negate(%p)
+  %u = f32[16]{0} negate(%a)
+  %v = f32[16]{0} negate(%a)
+  %z = f32[8]{0} negate(%u)
+  ROOT %t = (f32[16]{0}, f32[512]{0}, f32[8]{0}) tuple(%v, %w, %z)
+}
+"""
+
+
+def test_list_scheduler_takes_the_most_memory_freed_first_and_re_ranks_on_a_last_use():
+    """XLA's rules, on a module small enough to follow by hand: after p, w (−2 KiB) before
+    a (−4 KiB); a's readers u and v tie (−64 B) and u, ready first, goes first; u leaves one
+    use of a, so v is re-ranked to +4032 B and goes before z (+32 B: it frees u)."""
+    import list_scheduler as ls
+    graph = ls.BufferGraph(ls.parse_instructions(ls.computation_lines(SMALL_MODULE, None)), {})
+    order = ls.list_schedule(graph)
+    assert order == ["p", "w", "a", "u", "v", "z", "t"]
+    # the peak is at v: w, a, u and v live; a is freed by its last reader, v
+    assert ls.replay(graph, order) == (2048 + 4096 + 64 + 64, 4)
+
+
+@needs_jax
+def test_list_scheduler_chooses_xla_s_order_for_edge_blocks(tmp_path):
+    """The list scheduler, run over the module XLA:TPU printed for `mid` with the decoder's edges
+    in 4 blocks (seconds), peaks where XLA's own order does, to the byte (docs/cost-model.md J16)."""
+    import list_scheduler as ls
+    argv = ["--model", os.path.join(HERE, "models", "mid.json"), "--plan-spec", "deepmind:4"]
+    out = ls.compare(judge.hlo_passes_log(argv, judge.PROBE_HBM_MIB, vmodule="hlo_rematerialization=3"), None)
+    assert out.splitlines()[2].endswith("(+0.00%)"), out
+
+
+def test_list_scheduler_without_the_printed_module_is_a_one_line_error(tmp_path, capsys):
+    import list_scheduler as ls
+    log = tmp_path / "tpu.INFO"
+    log.write_text("I1203 hlo_memory_scheduler.cc:614] Chose min-memory list sequence: 1.26GiB\n")
+    assert ls.main(["--log", str(log)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("actmem-jax: error: ") and err.count("\n") == 1
+
+
 @needs_jax
 def test_xla_peak_lists_what_xla_holds_at_its_peak_by_model_line(tmp_path):
     """xla_peak.py on a real dump (the tiny model for XLA:CPU, seconds): the
