@@ -84,8 +84,10 @@ def computation_lines(text: str, name: str | None) -> list[str]:
             return lines
         else:
             lines.append(line.strip())
-    raise ScheduleError(f"the log prints no computation {name or 'ENTRY'} (run judge.py's step for tpu-v4 with "
-                        "TPU_VMODULE=hlo_rematerialization=3 and an HBM it cannot fit)")
+    if name is not None and measuring:
+        raise ScheduleError(f"--computation: the module the pass prints has no computation {name}")
+    raise ScheduleError("the log prints no module before the rematerialisation pass's measurement (run judge.py's "
+                        "step for tpu-v4 with TPU_VMODULE=hlo_rematerialization=3 and an HBM it cannot fit)")
 
 
 def split_shape(rest: str) -> tuple[str, str]:
