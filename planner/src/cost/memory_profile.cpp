@@ -63,6 +63,7 @@ void jax_rules(MemoryProfile& p, DType dtype) {
   // Over 95% of its HBM, XLA:TPU recomputes these in the backward pass (J7).
   p.compiler_remat_limit_fraction = 0.95;
   p.block_input_gradients_held = dtype == DType::bfloat16;
+  p.blocks_backward_list_scheduled = dtype == DType::bfloat16;
   // A scanned rollout's loop body (J14).
   p.loop_body_recomputes_silu = true;
   p.loop_body_holds_step_inputs = true;

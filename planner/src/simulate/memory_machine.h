@@ -132,6 +132,9 @@ class MemoryMachine {
   // Equal edge blocks are run in bulk (forward_blocks()); off: every block
   // runs op by op (a timeline wants a row per op).
   bool bulk_equal_blocks_ = true;
+  // Nonzero: memory is not sampled (the blocks' backward, when XLA's order
+  // of it was sampled instead, J17).
+  int quiet_ = 0;
 
  private:
   std::int64_t bytes_of(TensorId t, std::int64_t block_rows) const;
@@ -149,6 +152,9 @@ class MemoryMachine {
   int skip_forward_blocks(const Item& item, std::int64_t block_rows, std::int64_t count, Pass pass);
   void backward_region(const Item& item, std::int64_t block_rows, int block);
   void backward_blocks(const Item& item);
+  void backward_blocks_in_turn(const Item& item);
+  bool sample_xla_blocked_backward(const Item& item);
+  bool held_past_blocks(TensorId t, const Item& item) const;
   void backward_op(OpId id, std::int64_t block_rows, int block);
   bool made_fused(TensorId t) const;
   bool compiler_recomputable(TensorId t) const;

@@ -67,6 +67,10 @@ struct MemoryProfile {
   // until every block's backward is done, where XLA combines the blocks'
   // scatter-adds (J8); false: each block's is consumed and freed in turn.
   bool block_input_gradients_held = false;
+  // Edge blocks: the peak of their backward pass is that of XLA's order of
+  // the instructions XLA makes of them (simulate/edge_block_backward.h,
+  // J17), not of running them one after another.
+  bool blocks_backward_list_scheduled = false;
   // In the body of XLA's scanned backward loop (a rollout step under its
   // own checkpoint): a linear whose input is a SiLU's output does not keep
   // it, the loop body recomputes it for the weight gradient from h (J10,
