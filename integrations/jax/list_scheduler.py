@@ -33,16 +33,12 @@ Exit: 0, or 2 with `actmem-jax: error: ...` on bad input.
 from __future__ import annotations
 
 import math
-import os
 import re
 import sys
 from dataclasses import dataclass, field
 
 import judge
 import remat_trace
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from validation_store import write_whole  # noqa: E402
 
 LOG_PREFIX = re.compile(r"^I\d+ [\d:.]+\s+\d+ hlo_rematerialization\.cc:\d+\] ?")
 INSTRUCTION = re.compile(r"^(ROOT )?%(\S+) = ")
@@ -332,10 +328,7 @@ def compare(text: str, computation: str | None) -> str:
 
 def parse_args(argv):
     p = judge.Parser(prog="list_scheduler.py", description=__doc__.split("\n\n")[0])
-    p.add_argument("--log", help="read this libtpu INFO log instead of compiling")
-    p.add_argument("--keep-log", help="write the log of the compile here")
-    p.add_argument("--hbm-mib", type=judge.positive_int, default=judge.PROBE_HBM_MIB,
-                   help=f"HBM to compile for (default {judge.PROBE_HBM_MIB}: nothing fits, the program as written)")
+    remat_trace.add_log_arguments(p)
     p.add_argument("--computation", help="the computation to schedule (default: the entry)")
     return p.parse_known_args(argv)
 
@@ -343,14 +336,7 @@ def parse_args(argv):
 def main(argv=None) -> int:
     try:
         args, step = parse_args(sys.argv[1:] if argv is None else argv)
-        if args.log:
-            text = open(args.log, errors="replace").read()
-        else:
-            judge.require_packages(["tpu-v4"])
-            text = judge.hlo_passes_log(step, args.hbm_mib, vmodule="hlo_rematerialization=3")
-            if args.keep_log:
-                write_whole(args.keep_log, text)
-        print(compare(text, args.computation))
+        print(compare(remat_trace.log_text(args, step), args.computation))
     except (judge.UsageError, remat_trace.TraceError, OSError) as e:
         print(f"actmem-jax: error: {e}", file=sys.stderr)
         return 2

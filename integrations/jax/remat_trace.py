@@ -171,12 +171,28 @@ def report(trace: Trace, peaks: int, min_mib: float, only: str | None) -> str:
     return "\n".join(lines)
 
 
-def parse_args(argv):
-    p = judge.Parser(prog="remat_trace.py", description=__doc__.split("\n\n")[0])
+def add_log_arguments(p) -> None:
+    """The options of a tool that reads the pass's log: a saved one, or a compile of judge.py's step."""
     p.add_argument("--log", help="read this libtpu INFO log instead of compiling")
     p.add_argument("--keep-log", help="write the log of the compile here")
     p.add_argument("--hbm-mib", type=judge.positive_int, default=judge.PROBE_HBM_MIB,
                    help=f"HBM to compile for (default {judge.PROBE_HBM_MIB}: nothing fits, the program as written)")
+
+
+def log_text(args, step: list[str]) -> str:
+    """The pass's log: read from --log, or compiled from judge.py's arguments `step` (kept with --keep-log)."""
+    if args.log:
+        return open(args.log, errors="replace").read()
+    judge.require_packages(["tpu-v4"])
+    text = judge.hlo_passes_log(step, args.hbm_mib, vmodule="hlo_rematerialization=3")
+    if args.keep_log:
+        write_whole(args.keep_log, text)
+    return text
+
+
+def parse_args(argv):
+    p = judge.Parser(prog="remat_trace.py", description=__doc__.split("\n\n")[0])
+    add_log_arguments(p)
     p.add_argument("--peaks", type=judge.positive_int, default=3, help="local peaks per computation (default 3)")
     p.add_argument("--min-mib", type=float, default=8.0, help="list buffers of at least this size (default 8)")
     p.add_argument("--computation", help="only computations whose name contains this (default: the two largest)")
@@ -186,14 +202,7 @@ def parse_args(argv):
 def main(argv=None) -> int:
     try:
         args, step = parse_args(sys.argv[1:] if argv is None else argv)
-        if args.log:
-            text = open(args.log, errors="replace").read()
-        else:
-            judge.require_packages(["tpu-v4"])
-            text = judge.hlo_passes_log(step, args.hbm_mib, vmodule="hlo_rematerialization=3")
-            if args.keep_log:
-                write_whole(args.keep_log, text)
-        print(report(parse(text), args.peaks, args.min_mib, args.computation))
+        print(report(parse(log_text(args, step)), args.peaks, args.min_mib, args.computation))
     except (judge.UsageError, TraceError, OSError) as e:
         print(f"actmem-jax: error: {e}", file=sys.stderr)
         return 2

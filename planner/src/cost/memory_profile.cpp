@@ -87,4 +87,15 @@ MemoryProfile memory_profile(Framework framework, DType dtype, Implementation im
   return p;
 }
 
+bool read_saves(const CostGraph& graph, const MemoryProfile& profile, OpId reader, TensorId t) {
+  const Op& op = graph.op(reader);
+  const OpMemoryRule& rule = profile.rule(op.kind);
+  for (std::size_t i = 0; i < op.inputs.size(); ++i)
+    if (op.inputs[i] == t && (rule.saved_inputs & (1u << i))) return true;
+  if (rule.output_materialized) return false;
+  for (OpId d : graph.consumers(op.outputs.front()))
+    if (read_saves(graph, profile, d, op.outputs.front())) return true;
+  return false;
+}
+
 }  // namespace actmem

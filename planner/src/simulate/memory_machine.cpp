@@ -481,18 +481,8 @@ void MemoryMachine::backward_blocks(const Item& item) {
 // Otherwise XLA frees t at its last reader in the blocks. Read off the graph,
 // so that a stage's replay by the solver decides as the whole step does.
 bool MemoryMachine::held_past_blocks(TensorId t, const Item& item) const {
-  auto saves = [&](auto&& self, OpId c, TensorId x) -> bool {
-    const Op& op = g_.op(c);
-    const OpMemoryRule& rule = profile_.rule(op.kind);
-    for (std::size_t i = 0; i < op.inputs.size(); ++i)
-      if (op.inputs[i] == x && (rule.saved_inputs & (1u << i))) return true;
-    if (rule.output_materialized) return false;
-    for (OpId d : g_.consumers(op.outputs.front()))
-      if (self(self, d, op.outputs.front())) return true;
-    return false;
-  };
   for (OpId c : g_.consumers(t))
-    if (c < item.first_op && saves(saves, c, t)) return true;
+    if (c < item.first_op && read_saves(g_, profile_, c, t)) return true;
   return false;
 }
 

@@ -69,19 +69,6 @@ ReplayGraph::ReplayGraph(const CostGraph& g, bool in_loop_body)
   find_first_readers();
 }
 
-// A read of t by op c that keeps t for backward: c saves it, or c is fused
-// into a consumer that saves c's output (memory_machine.cpp: save()).
-bool ReplayGraph::read_saves(OpId c, TensorId t) const {
-  const Op& op = graph.op(c);
-  const OpMemoryRule& rule = profile.rule(op.kind);
-  for (std::size_t i = 0; i < op.inputs.size(); ++i)
-    if (op.inputs[i] == t && (rule.saved_inputs & (1u << i))) return true;
-  if (rule.output_materialized) return false;
-  for (OpId d : graph.consumers(op.outputs.front()))
-    if (read_saves(d, op.outputs.front())) return true;
-  return false;
-}
-
 void ReplayGraph::find_first_readers() {
   first_reader_key.assign(graph.tensors().size(), -1);
   for (std::size_t t = 0; t < graph.tensors().size(); ++t) {
@@ -95,8 +82,8 @@ void ReplayGraph::find_first_readers() {
     if (readers.size() < 2) continue;
     bool saves = false;
     for (OpId c : graph.consumers(static_cast<TensorId>(t)))
-      saves =
-          saves || (op_key[static_cast<std::size_t>(c)] == readers.front() && read_saves(c, static_cast<TensorId>(t)));
+      saves = saves || (op_key[static_cast<std::size_t>(c)] == readers.front() &&
+                        read_saves(graph, profile, c, static_cast<TensorId>(t)));
     // Unplanned-for graphs are refused rather than mispredicted.
     if (!saves)
       throw std::logic_error("solver: " + graph.tensor(static_cast<TensorId>(t)).name +

@@ -121,7 +121,6 @@ struct ReplayGraph {
   int key(int step, int stage) const { return step * (stage_count + 1) + stage; }
 
  private:
-  bool read_saves(OpId reader, TensorId t) const;
   void find_first_readers();
 };
 

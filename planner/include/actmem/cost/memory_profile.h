@@ -100,4 +100,8 @@ struct MemoryProfile {
 // it aggregates, docs/cost-model.md §2).
 MemoryProfile memory_profile(Framework framework, DType dtype, Implementation implementation);
 
+// Whether `reader`'s read of t keeps t for the backward pass: it saves t, or
+// it is fused into a consumer that saves its output.
+bool read_saves(const CostGraph& graph, const MemoryProfile& profile, OpId reader, TensorId t);
+
 }  // namespace actmem
