@@ -268,13 +268,15 @@ def test_running_out_of_memory_is_a_memory_error_not_an_abort():
         # Load everything first, the timeline's code path included: the
         # loader allocates a module's thread-local data when it is first
         # touched, and aborts (not a MemoryError) if it cannot.
-        actmem.simulate(tiny, "a100-80gb", rollout=2, plan="deepmind:1024")
-        actmem.simulate(tiny, "a100-80gb", plan="none", timeline=True)
+        # PyTorch: a timeline row per op of every block (under JAX bfloat16
+        # a blocked backward is one or two rows, docs/cost-model.md J17).
+        actmem.simulate(tiny, "a100-80gb", rollout=2, plan="deepmind:1024", framework="pytorch")
+        actmem.simulate(tiny, "a100-80gb", plan="none", timeline=True, framework="pytorch")
         with open("/proc/self/statm") as f:
             mapped = int(f.read().split()[0]) * resource.getpagesize()
         resource.setrlimit(resource.RLIMIT_AS, (mapped + 150 * 2**20, resource.RLIM_INFINITY))
         try:
-            actmem.simulate(tiny, "a100-80gb", rollout=2, plan="deepmind:1024", timeline=True)
+            actmem.simulate(tiny, "a100-80gb", rollout=2, plan="deepmind:1024", timeline=True, framework="pytorch")
         except MemoryError:
             print("MemoryError")
         """)
