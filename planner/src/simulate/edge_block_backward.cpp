@@ -1,6 +1,8 @@
 #include "simulate/edge_block_backward.h"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 
 #include "simulate/list_scheduler.h"
 
@@ -70,7 +72,7 @@ class BlockGraph {
 
 }  // namespace
 
-EdgeBlockBackward edge_block_backward(const EdgeBlockSizes& s) {
+EdgeBlockBackward schedule_edge_blocks(const EdgeBlockSizes& s) {
   using V = EdgeBlockValue;
   using S = EdgeBlockStep;
   BlockGraph g;
@@ -184,6 +186,59 @@ EdgeBlockBackward edge_block_backward(const EdgeBlockSizes& s) {
   g.mark_live_out(sender_gradient);
   if (!s.receivers_are_senders) g.mark_live_out(receiver_gradient);
   return g.schedule(s.compiler_recomputable);
+}
+
+}  // namespace actmem::detail
+
+namespace actmem::detail {
+
+namespace {
+
+// The sizes as one key: runs of equal blocks, then the rest.
+std::vector<std::int64_t> key_of(const EdgeBlockSizes& s) {
+  std::vector<std::int64_t> key;
+  auto fields = [](const EdgeBlockSizes::Block& b) {
+    return std::vector<std::int64_t>{
+        b.output_gradient, b.gathered_senders, b.gathered_receivers, b.edge_slice,      b.hidden,         b.silu,
+        b.pre_norm,        b.norm_statistics,  b.pre_norm_gradient,  b.hidden_gradient, b.input_gradient, b.sender_part,
+        b.receiver_part,   b.edge_part};
+  };
+  for (std::size_t b = 0; b < s.blocks.size();) {
+    const std::vector<std::int64_t> f = fields(s.blocks[b]);
+    std::size_t end = b + 1;
+    while (end < s.blocks.size() && fields(s.blocks[end]) == f) ++end;
+    key.push_back(static_cast<std::int64_t>(end - b));
+    key.insert(key.end(), f.begin(), f.end());
+    b = end;
+  }
+  key.push_back(-1);
+  key.insert(key.end(), {s.output_gradient, s.senders, s.receivers, s.edges, s.senders_held, s.receivers_held,
+                         s.edges_held, s.receivers_are_senders, s.sender_gradient, s.receiver_gradient, s.edge_gradient,
+                         s.sender_gradient_exists, s.receiver_gradient_exists, s.edge_gradient_exists,
+                         s.first_weight_partial, s.second_weight_partial});
+  for (EdgeBlockValue v : s.compiler_recomputable) key.push_back(static_cast<std::int64_t>(v));
+  return key;
+}
+
+}  // namespace
+
+// The solver replays a stage's blocks in many contexts that give them the
+// same sizes, and a schedule of hundreds of blocks takes milliseconds:
+// schedules are kept, per process, by their sizes.
+EdgeBlockBackward edge_block_backward(const EdgeBlockSizes& sizes) {
+  static std::mutex mutex;
+  static std::map<std::vector<std::int64_t>, EdgeBlockBackward> kept;
+  constexpr std::size_t kMaxKept = 1024;
+  const std::vector<std::int64_t> key = key_of(sizes);
+  {
+    const std::lock_guard lock(mutex);
+    if (const auto it = kept.find(key); it != kept.end()) return it->second;
+  }
+  EdgeBlockBackward scheduled = schedule_edge_blocks(sizes);
+  const std::lock_guard lock(mutex);
+  if (kept.size() >= kMaxKept) kept.clear();
+  kept.emplace(key, scheduled);
+  return scheduled;
 }
 
 }  // namespace actmem::detail
