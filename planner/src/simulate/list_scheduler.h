@@ -30,8 +30,6 @@ class InstructionGraph {
                       std::vector<int> reads_via_alias = {});
 
   std::int64_t bytes(int buffer) const { return buffers_[static_cast<std::size_t>(buffer)].bytes; }
-  std::size_t buffer_count() const { return buffers_.size(); }
-  std::size_t instruction_count() const { return instructions_.size(); }
 
   // XLA's order (the rules above); instructions added in the order XLA
   // would create them, which settles ties.
