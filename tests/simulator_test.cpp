@@ -268,4 +268,28 @@ TEST_SUITE("simulator") {
       CHECK(delta == loss_buffer - (implementation == Implementation::physicsnemo ? embedding : 0));
     }
   }
+
+  TEST_CASE("simulator: under JAX a fused concat's gradient part that outlives its op is a buffer of its own (J18)") {
+    // The last processor step's edge latent feeds no later op but its own
+    // edge update's concat, so its first gradient is that concat's edge
+    // part. XLA splits it off and frees the whole [E, 3L] gradient; the
+    // mesh edges dominate here, so holding the whole would put the peak in
+    // processor 2's recomputation (where it stood before J18).
+    nlohmann::json model = testing::tiny_model_json();
+    model["mesh_edges"] = 60000;
+    RunOptions run;
+    run.framework = Framework::jax;
+    run.dtype = DType::float32;
+    const CostGraph g = CostGraph::build(model_from_json(model, "tiny.json"), run);
+    SimulationOptions options;
+    options.record_peak_buffers = true;
+    const Device device = load_device("tpu-v4");
+    const Report r = simulate(g, device, device.memory_bytes, builtin(g, "full"), options);
+    REQUIRE_FALSE(r.live_at_peak.empty());
+    CHECK(r.peak_at.stage == "processor.3");
+    std::int64_t concat_gradients = 0;
+    for (const PeakBuffer& b : r.live_at_peak)
+      if (b.tensor == "processor.3.edge_input") concat_gradients += b.bytes;
+    CHECK(concat_gradients == 0);
+  }
 }

@@ -115,8 +115,8 @@ KNOWN_GAPS = {
                                              "recomputes silu(h) from h (J13); modelled, that gives +4.1% here "
                                              "but -15.5% for GraphCast's float32 DeepMind plan, whose edge blocks "
                                              "XLA schedules otherwise (J13); not applied",
-    "graphcast-small deepmind r1 bfloat16 b2": "+6.8% (+8.7% before J17): XLA's peak moves to a processor region at "
-                                               "batch 2, actmem's stays at the decoder's blocks (J15)",
+    "graphcast-small deepmind r1 bfloat16 b2": "+5.6% (+6.8% before J18, +8.7% before J17): actmem's peak is in the "
+                                               "decoder's blocks, which XLA orders otherwise at batch 2 (J15)",
     "graphcast-small none r2 bfloat16 b1": "a scanned rollout without step checkpoints stacks JAX's own residuals "
                                            "of every stage outside a checkpoint (float32 LayerNorm intermediates, "
                                            "the MLP inputs' concatenations), not XLA's fused ones (J11); not modelled",

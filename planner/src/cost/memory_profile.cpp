@@ -46,7 +46,7 @@ void pytorch_rules(MemoryProfile& p, DType dtype, Implementation implementation)
   p.parameter_cast_bytes = dtype == DType::float32 ? 0 : element_bytes(dtype);
 }
 
-// JAX under XLA:TPU (docs/cost-model.md, J1–J14).
+// JAX under XLA:TPU (docs/cost-model.md, J1–J18).
 void jax_rules(MemoryProfile& p, DType dtype) {
   // XLA:TPU fuses the concat of an MLP's input into the matmul that
   // consumes it: never materialised, its parts (materialised gathers) are

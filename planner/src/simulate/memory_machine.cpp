@@ -725,7 +725,7 @@ void MemoryMachine::backward_op(OpId id, std::int64_t block_rows, int block) {
     live_[kWorkspace] += transient;
     if (!quiet_) sample_op(Pass::backward, op, block);
     live_[kWorkspace] -= transient;
-    for (const Contribution& c : contributions_) accumulate(c.tensor, c.buffer, c.sliced);
+    for (const Contribution& c : contributions_) accumulate(c);
   }
   for (TensorId t : op.outputs) {
     if (grad(t) >= 0) release(grad(t));
@@ -771,7 +771,8 @@ std::int64_t MemoryMachine::input_gradient(const Op& op, const OpMemoryRule& rul
     for (TensorId u : producer.inputs) {
       if (!tensor(u).requires_grad) continue;
       retain(whole);
-      contributions_.push_back({u, whole, block_rows > 0 && !block_internal_[static_cast<std::size_t>(u)]});
+      contributions_.push_back({u, whole, block_rows > 0 && !block_internal_[static_cast<std::size_t>(u)],
+                                gradient_bytes_of(u, block_rows)});
     }
     release(whole);
     return 0;
@@ -800,7 +801,10 @@ bool MemoryMachine::made_fused(TensorId t) const {
 }
 
 // Adds a gradient contribution into the tensor's gradient buffer.
-void MemoryMachine::accumulate(TensorId t, int c, bool sliced) {
+void MemoryMachine::accumulate(const Contribution& contribution) {
+  const TensorId t = contribution.tensor;
+  int c = contribution.buffer;
+  const bool sliced = contribution.sliced;
   // A block's slice of a whole tensor: its backward pads the gradient to
   // the full tensor (a fresh buffer), unless XLA adds it in place into an
   // existing gradient.
@@ -816,6 +820,14 @@ void MemoryMachine::accumulate(TensorId t, int c, bool sliced) {
   }
   int& b = grad(t);
   if (b < 0) {
+    // Where slices are copies (XLA), the first gradient of a part of a
+    // fused concat is split off into a buffer of its own, so that the whole
+    // dies with its other parts' readers (J18).
+    if (!profile_.slices_are_views && contribution.part_bytes > 0 && contribution.part_bytes < buffer(c).bytes) {
+      b = allocate(contribution.part_bytes, kGradients, 1, t);
+      release(c);
+      return;
+    }
     b = c;
     return;
   }

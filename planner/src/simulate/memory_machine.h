@@ -158,7 +158,6 @@ class MemoryMachine {
   void backward_op(OpId id, std::int64_t block_rows, int block);
   bool made_fused(TensorId t) const;
   bool compiler_recomputable(TensorId t) const;
-  void accumulate(TensorId t, int c, bool sliced);
   void release_kept(std::int64_t blocks, bool skipped);
   void drop_references(int id, std::int64_t count);
 
@@ -181,8 +180,11 @@ class MemoryMachine {
     TensorId tensor;
     int buffer;
     bool sliced;
+    // A part of `buffer` (a fused concat's gradient) of these bytes; 0: all of it.
+    std::int64_t part_bytes = 0;
   };
   std::vector<Contribution> contributions_;
+  void accumulate(const Contribution& c);
 };
 
 }  // namespace actmem::detail
