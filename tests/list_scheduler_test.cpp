@@ -97,3 +97,33 @@ TEST_CASE("edge blocks' backward: XLA's rise of memory over the blocks, for 2, 4
     CHECK(peak.block == 0);
   }
 }
+
+// At batch 2 XLA:TPU lays the grid nodes' features out batch-major and
+// copies them whole before each block's gather from them (docs/cost-model.md
+// J15): graphcast-small's decoder (97,740 edges, 10,242 mesh and 32,580 grid
+// nodes, rows × 2) in 8 blocks, DeepMind's plan. XLA's order, read off its
+// module (`remat_trace.py --model graphcast-small --plan-spec deepmind
+// --batch 2`, #2280–#2425), makes every block's output-gradient slice, the
+// senders' gather and edge slice of all blocks but the two reached last
+// (`copy.1796` … `copy.1781`, `slice.239` … `slice.224`), and no receivers'
+// gather before the last slice (`split.1`), which is the blocks' peak.
+TEST_CASE("edge blocks' backward: at batch 2 the grid's gathers wait for their block, the mesh's are hoisted") {
+  EdgeBlockSizes s = decoder(97740 * 2, 10242 * 2, 32580 * 2, 8);
+  s.receivers_copied = true;
+  const EdgeBlockPeak peak = edge_block_backward(s).peak;
+  CHECK(peak.step == EdgeBlockStep::slice_output_gradient);
+  auto count = [&](EdgeBlockValue value) {
+    return std::count_if(peak.live.begin(), peak.live.end(),
+                         [&](const EdgeBlockPeak::Live& l) { return l.value == value; });
+  };
+  CHECK(count(EdgeBlockValue::output_gradient_slice) == 8);
+  CHECK(count(EdgeBlockValue::gathered_senders) == 6);
+  CHECK(count(EdgeBlockValue::edge_slice) == 6);
+  CHECK(count(EdgeBlockValue::gathered_receivers) == 0);
+  CHECK(count(EdgeBlockValue::receivers_copy) == 0);
+  // without the copies both gathers are hoisted (J17, batch 1)
+  s.receivers_copied = false;
+  const EdgeBlockPeak hoisted = edge_block_backward(s).peak;
+  CHECK(std::count_if(hoisted.live.begin(), hoisted.live.end(),
+                      [](const EdgeBlockPeak::Live& l) { return l.value == EdgeBlockValue::gathered_receivers; }) > 0);
+}

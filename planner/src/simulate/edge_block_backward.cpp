@@ -107,10 +107,24 @@ EdgeBlockBackward schedule_edge_blocks(const EdgeBlockSizes& s) {
     const int slice = g.buffer(z.output_gradient, V::output_gradient_slice, b);
     g.instruction(S::slice_output_gradient, b, {slice}, {output_gradient});
     const int barrier = g.instruction(S::barrier, b, {}, {slice, senders, receivers, edges});
-    m.gathered_senders = g.buffer(z.gathered_senders, V::gathered_senders, b);
-    g.instruction(S::gather_senders, b, {m.gathered_senders}, {}, {barrier}, {senders});
-    m.gathered_receivers = g.buffer(z.gathered_receivers, V::gathered_receivers, b);
-    g.instruction(S::gather_receivers, b, {m.gathered_receivers}, {}, {barrier}, {receivers});
+    // A gather reads its nodes through the barrier, or a copy of them made
+    // from there, which the gather frees.
+    auto gather = [&](EdgeBlockStep step, EdgeBlockValue value, std::int64_t bytes, bool copied,
+                      EdgeBlockStep copy_step, EdgeBlockValue copy_value, std::int64_t nodes_bytes, int nodes) {
+      const int gathered = g.buffer(bytes, value, b);
+      if (!copied) {
+        g.instruction(step, b, {gathered}, {}, {barrier}, {nodes});
+        return gathered;
+      }
+      const int copy = g.buffer(nodes_bytes, copy_value, b);
+      g.instruction(copy_step, b, {copy}, {}, {barrier}, {nodes});
+      g.instruction(step, b, {gathered}, {copy});
+      return gathered;
+    };
+    m.gathered_senders = gather(S::gather_senders, V::gathered_senders, z.gathered_senders, s.senders_copied,
+                                S::copy_senders, V::senders_copy, s.senders, senders);
+    m.gathered_receivers = gather(S::gather_receivers, V::gathered_receivers, z.gathered_receivers, s.receivers_copied,
+                                  S::copy_receivers, V::receivers_copy, s.receivers, receivers);
     m.edge_slice = g.buffer(z.edge_slice, V::edge_slice, b);
     g.instruction(S::slice_edges, b, {m.edge_slice}, {}, {barrier}, {edges});
     m.hidden = g.buffer(z.hidden, V::hidden, b);
@@ -213,9 +227,9 @@ std::vector<std::int64_t> key_of(const EdgeBlockSizes& s) {
   }
   key.push_back(-1);
   key.insert(key.end(), {s.output_gradient, s.senders, s.receivers, s.edges, s.senders_held, s.receivers_held,
-                         s.edges_held, s.receivers_are_senders, s.sender_gradient, s.receiver_gradient, s.edge_gradient,
-                         s.sender_gradient_exists, s.receiver_gradient_exists, s.edge_gradient_exists,
-                         s.first_weight_partial, s.second_weight_partial});
+                         s.edges_held, s.receivers_are_senders, s.senders_copied, s.receivers_copied, s.sender_gradient,
+                         s.receiver_gradient, s.edge_gradient, s.sender_gradient_exists, s.receiver_gradient_exists,
+                         s.edge_gradient_exists, s.first_weight_partial, s.second_weight_partial});
   for (EdgeBlockValue v : s.compiler_recomputable) key.push_back(static_cast<std::int64_t>(v));
   return key;
 }

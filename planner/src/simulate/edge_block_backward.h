@@ -56,7 +56,9 @@ enum class EdgeBlockValue {
   input_gradient,
   sender_part,
   receiver_part,
-  edge_part
+  edge_part,
+  senders_copy,
+  receivers_copy
 };
 bool is_gradient(EdgeBlockValue value);
 
@@ -77,6 +79,9 @@ struct EdgeBlockSizes {
   // buffer read by both gathers, one gradient both scatter into (the
   // receivers' fields are not read).
   bool receivers_are_senders = false;
+  // Node features XLA lays out batch-major at batch > 1 and so copies whole,
+  // in a block's own time, before each block's gather from them (J15).
+  bool senders_copied = false, receivers_copied = false;
   // Whole gradients; an existing one is added to in place.
   std::int64_t sender_gradient = 0, receiver_gradient = 0, edge_gradient = 0;
   bool sender_gradient_exists = false, receiver_gradient_exists = false, edge_gradient_exists = false;
@@ -91,6 +96,8 @@ enum class EdgeBlockStep {
   inputs,
   slice_output_gradient,
   barrier,
+  copy_senders,
+  copy_receivers,
   gather_senders,
   gather_receivers,
   slice_edges,

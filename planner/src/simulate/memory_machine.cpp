@@ -552,6 +552,12 @@ bool MemoryMachine::sample_xla_blocked_backward(const Item& item) {
   s.receivers_held = held_past_blocks(receivers, item);
   s.edges_held = held_past_blocks(edges, item);
   s.receivers_are_senders = current(senders) == current(receivers);
+  // At batch > 1 XLA:TPU lays the grid nodes' features out batch-major and
+  // copies them to gather from them (J15); the mesh nodes' it gathers from
+  // directly.
+  const std::int64_t grid_rows = g_.model().grid_nodes * g_.run().batch;
+  s.senders_copied = g_.run().batch > 1 && tensor(senders).rows == grid_rows;
+  s.receivers_copied = g_.run().batch > 1 && !s.receivers_are_senders && tensor(receivers).rows == grid_rows;
   s.sender_gradient = tensor(senders).gradient_bytes();
   s.receiver_gradient = tensor(receivers).gradient_bytes();
   s.edge_gradient = tensor(edges).gradient_bytes();
@@ -585,8 +591,10 @@ bool MemoryMachine::sample_xla_blocked_backward(const Item& item) {
       case V::output_gradient:
       case V::output_gradient_slice: return item.output;
       case V::senders:
+      case V::senders_copy:
       case V::sender_gradient: return senders;
       case V::receivers:
+      case V::receivers_copy:
       case V::receiver_gradient: return receivers;
       case V::gathered_senders:
       case V::sender_part: return gathered[0];
@@ -636,11 +644,12 @@ bool MemoryMachine::sample_xla_blocked_backward(const Item& item) {
     }
     using St = EdgeBlockStep;
     const St step = place.step;
-    const bool recomputing = step == St::gather_senders || step == St::gather_receivers || step == St::slice_edges ||
-                             step == St::first_linear || step == St::second_linear;
+    const bool recomputing = step == St::copy_senders || step == St::copy_receivers || step == St::gather_senders ||
+                             step == St::gather_receivers || step == St::slice_edges || step == St::first_linear ||
+                             step == St::second_linear;
     const Op& op =
-        step == St::gather_senders || step == St::scatter_senders                                        ? *gathers[0]
-        : step == St::gather_receivers || step == St::scatter_receivers                                  ? *gathers[1]
+        step == St::copy_senders || step == St::gather_senders || step == St::scatter_senders            ? *gathers[0]
+        : step == St::copy_receivers || step == St::gather_receivers || step == St::scatter_receivers    ? *gathers[1]
         : step == St::slice_edges || step == St::split_input_gradient || step == St::write_edge_gradient ? *concat
         : step == St::first_linear || step == St::first_weight_gradient || step == St::first_weight_update ||
                 step == St::first_linear_backward
