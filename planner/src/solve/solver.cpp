@@ -157,7 +157,10 @@ std::vector<detail::Candidate> frontier_of(const CostGraph& graph, const Device&
 // with that peak: candidates in order of peak until the next cannot reach
 // the least simulated so far (its peak exact, or a lower bound, above it).
 // Should the simulator disagree with an exact peak or undercut a bound,
-// every candidate is simulated.
+// every candidate is simulated. Step times equal but for rounding (plans
+// that differ only in how finely a region's edges are blocked) keep the
+// one found first, so that the answer does not flip on the last bit.
+constexpr double kSameTime = 1e-9;  // relative
 Solution least_peak(const CostGraph& graph, const Device& device, std::int64_t budget_bytes,
                     const std::vector<detail::Candidate>& frontier) {
   Solution s;
@@ -167,7 +170,7 @@ Solution least_peak(const CostGraph& graph, const Device& device, std::int64_t b
     Report r = simulate(graph, device, budget_bytes, c.plan);
     trusted = trusted && (c.peak_is_bound ? r.peak_bytes >= c.peak_bytes : r.peak_bytes == c.peak_bytes);
     const bool better = !have || r.peak_bytes < s.report.peak_bytes ||
-                        (r.peak_bytes == s.report.peak_bytes && r.step_time_s < s.report.step_time_s);
+                        (r.peak_bytes == s.report.peak_bytes && r.step_time_s < s.report.step_time_s * (1 - kSameTime));
     if (better) {
       s.plan = c.plan;
       s.report = std::move(r);
