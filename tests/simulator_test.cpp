@@ -293,3 +293,38 @@ TEST_SUITE("simulator") {
     CHECK(concat_gradients == 0);
   }
 }
+
+TEST_SUITE("simulator") {
+  TEST_CASE(
+      "simulator: under JAX bfloat16 an unscanned step holds its grid input, assembled before the network "
+      "(J19)") {
+    // Each step's frames, forcings and static channels are concatenated
+    // outside every checkpoint and held to the encoder's backward: from
+    // the step's first op, which is that (fused) concat itself, each of the
+    // two steps' [grid × batch, grid_input_features] bfloat16 is live. A
+    // scanned rollout's loop body holds its own step's instead (J14): its
+    // first row holds only J14's copy of the two float32 targets; and
+    // float32 runs were not read for it.
+    const ModelDescription m = testing::tiny_model();
+    RunOptions run;
+    run.framework = Framework::jax;
+    run.dtype = DType::bfloat16;
+    run.batch = 2;
+    run.rollout = 2;
+    const std::int64_t one_step = m.grid_nodes * run.batch * m.grid_input_features * 2;
+    auto first_row = [&](const RunOptions& r, bool step_checkpoint) {
+      const CostGraph g = CostGraph::build(m, r);
+      Plan plan = builtin(g, "full");
+      plan.step_checkpoint = step_checkpoint;
+      const Report report = run_plan(g, plan, /*timeline=*/true);
+      REQUIRE_FALSE(report.timeline.empty());
+      CHECK(report.timeline.front().at.op == "step0.encoder.grid_input");
+      return report.timeline.front().live.activations;
+    };
+    CHECK(first_row(run, false) == 2 * one_step);
+    CHECK(first_row(run, true) == 2 * m.grid_nodes * run.batch * m.output_features * 4);
+    RunOptions float32 = run;
+    float32.dtype = DType::float32;
+    CHECK(first_row(float32, false) == 0);
+  }
+}

@@ -46,7 +46,7 @@ void pytorch_rules(MemoryProfile& p, DType dtype, Implementation implementation)
   p.parameter_cast_bytes = dtype == DType::float32 ? 0 : element_bytes(dtype);
 }
 
-// JAX under XLA:TPU (docs/cost-model.md, J1–J18).
+// JAX under XLA:TPU (docs/cost-model.md, J1–J19).
 void jax_rules(MemoryProfile& p, DType dtype) {
   // XLA:TPU fuses the concat of an MLP's input into the matmul that
   // consumes it: never materialised, its parts (materialised gathers) are
@@ -68,6 +68,9 @@ void jax_rules(MemoryProfile& p, DType dtype) {
   p.loop_body_recomputes_silu = true;
   p.loop_body_holds_step_inputs = true;
   p.step_checkpoint_scanned = true;
+  // Read off bfloat16 modules (J19); float32 runs differ in their matmul
+  // operands (J13, not modelled) and were not read for it.
+  p.grid_input_held_through_step = dtype == DType::bfloat16;
   p.stacked_targets_copy_max_rollout = 8;  // one sublane tile of 8 rows
   rule(p, OpKind::gather).compiler_recomputable = true;
   rule(p, OpKind::silu).compiler_recomputable = true;

@@ -35,18 +35,20 @@ class Simulation : detail::MemoryMachine {
         capture_at_(capture_at),
         memory_modelled_(memory_modelled(graph.run(), plan)) {
     flops_per_s_ = detail::flops_per_second(graph.run(), device);
-    static_ = detail::static_breakdown(graph, device, profile_);
+    static_ = detail::static_breakdown(graph, device, profile_, scanned());
     // A timeline has a row per op of every block.
     bulk_equal_blocks_ = !options.record_timeline;
   }
+
+  // Whether the rollout runs as XLA's scanned loop: every step a loop body.
+  bool scanned() const { return !schedule_.items.empty() && schedule_.items.front().loop_body; }
 
   // The stacked float32 targets of a scanned rollout short enough for
   // XLA:TPU to copy them (MemoryProfile::stacked_targets_copy_max_rollout),
   // one buffer per step's target.
   std::vector<int> copy_stacked_targets() {
     std::vector<int> copies;
-    const bool scanned = !schedule_.items.empty() && schedule_.items.front().loop_body;
-    if (!scanned || g_.run().rollout > profile_.stacked_targets_copy_max_rollout) return copies;
+    if (!scanned() || g_.run().rollout > profile_.stacked_targets_copy_max_rollout) return copies;
     for (const Op& op : g_.ops())
       if (op.kind == OpKind::mse_loss && op.inputs.size() > 1 && g_.tensor(op.inputs[1]).role == TensorRole::input)
         copies.push_back(allocate(g_.tensor(op.inputs[1]).bytes(), kActivations, 1, op.inputs[1]));
@@ -62,7 +64,7 @@ class Simulation : detail::MemoryMachine {
     // held through both loops (J14).
     const std::vector<int> targets_copy = copy_stacked_targets();
     forward(schedule_.items, /*saving=*/true, 0, -1, Pass::forward);
-    r.activation_bytes_after_forward = live_[kActivations];
+    r.activation_bytes_after_forward = static_.activations + live_[kActivations];
     r.forward_peak_bytes = static_.total() + peak_dynamic_;
 
     // Backward starts from d(loss)/d(loss) = 1 for every rollout step's loss
@@ -138,8 +140,8 @@ class Simulation : detail::MemoryMachine {
 
   MemoryBreakdown live_breakdown() const {
     MemoryBreakdown b = static_;
-    b.activations = live_[kActivations];
-    b.gradients = live_[kGradients];
+    b.activations += live_[kActivations];
+    b.gradients += live_[kGradients];
     b.workspace += live_[kWorkspace];
     return b;
   }

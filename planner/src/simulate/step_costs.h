@@ -13,15 +13,35 @@
 
 namespace actmem::detail {
 
+// Bytes of the grid inputs the framework assembles before the network and
+// holds through the step (MemoryProfile::grid_input_held_through_step):
+// each step's concatenation of an input with other parts, in the
+// activation dtype. None in a scanned rollout, whose loop body holds its
+// own step's instead (J14).
+inline std::int64_t held_grid_input_bytes(const CostGraph& graph, const MemoryProfile& profile, bool scanned) {
+  if (!profile.grid_input_held_through_step || scanned) return 0;
+  std::int64_t bytes = 0;
+  for (const Op& op : graph.ops()) {
+    const bool reads_input = std::any_of(op.inputs.begin(), op.inputs.end(),
+                                         [&](TensorId t) { return graph.tensor(t).role == TensorRole::input; });
+    if (op.kind == OpKind::concat && reads_input) bytes += graph.tensor(op.outputs.front()).bytes();
+  }
+  return bytes;
+}
+
 // Held through the whole step whatever the plan: float32 parameters, Adam's
-// two moments, the inputs, the device's reserve, and the parameters' copies
-// in the activation dtype (workspace; JAX bfloat16). Activations and
-// gradients are zero: they are the plan's.
-inline MemoryBreakdown static_breakdown(const CostGraph& graph, const Device& device, const MemoryProfile& profile) {
+// two moments, the inputs, the device's reserve, the parameters' copies in
+// the activation dtype (workspace; JAX bfloat16), and as activations the
+// grid inputs assembled before the network (J19). Gradients and the other
+// activations are the plan's. `scanned`: the rollout runs as XLA's
+// scanned loop (every step under its own checkpoint).
+inline MemoryBreakdown static_breakdown(const CostGraph& graph, const Device& device, const MemoryProfile& profile,
+                                        bool scanned) {
   MemoryBreakdown b;
   b.parameters = graph.parameter_bytes();
   b.optimizer_state = graph.run().optimizer == Optimizer::adam ? 2 * graph.parameter_bytes() : 0;
   b.inputs = graph.input_bytes();
+  b.activations = held_grid_input_bytes(graph, profile, scanned);
   b.reserved = device.reserve_bytes;
   b.workspace = profile.parameter_cast_bytes * graph.parameter_count();
   return b;

@@ -42,7 +42,7 @@ ChainModel::ChainModel(const CostGraph& graph, const Device& device, std::option
   set_step_classes();
   for (int step : class_steps_) translates_.push_back(stage_translates(rg_, step, edges_));
   find_stage_neighbours();
-  static_bytes_ = static_breakdown(graph, device, rg_.profile).total();
+  static_bytes_ = static_breakdown(graph, device, rg_.profile, loop_.has_value()).total();
   measure_stage_times(device);
 }
 

@@ -79,6 +79,13 @@ struct MemoryProfile {
   // carried frame's cotangent (J14).
   bool loop_body_recomputes_silu = false;
   bool loop_body_holds_step_inputs = false;
+  // The grid input a step assembles before the network (the frames, the
+  // forcings and the static channels concatenated in the activation dtype:
+  // the concat ops that read model inputs) is made outside every
+  // checkpoint and held from the forward pass to the encoder's backward;
+  // counted as held through the step, except in a scanned rollout, whose
+  // loop body holds its own step's (J19, J14).
+  bool grid_input_held_through_step = false;
   // A rollout whose steps are each under a checkpoint runs as a scanned
   // loop (JAX's lax.scan under XLA): the solver searches those plans with
   // the loop body's chain model (solve/solver_model.h, docs/solver.md).
