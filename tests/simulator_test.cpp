@@ -296,15 +296,17 @@ TEST_SUITE("simulator") {
 
 TEST_SUITE("simulator") {
   TEST_CASE(
-      "simulator: under JAX bfloat16 an unscanned step holds its grid input, assembled before the network "
-      "(J19)") {
+      "simulator: under JAX bfloat16 an unscanned step holds the grid input it assembles before the network "
+      "(J19) and a scanned rollout its first carry (J20)") {
     // Each step's frames, forcings and static channels are concatenated
     // outside every checkpoint and held to the encoder's backward: from
     // the step's first op, which is that (fused) concat itself, each of the
     // two steps' [grid × batch, grid_input_features] bfloat16 is live. A
     // scanned rollout's loop body holds its own step's instead (J14): its
-    // first row holds only J14's copy of the two float32 targets; and
-    // float32 runs were not read for it.
+    // first row holds what the scanned loops hold around them, J14's copy
+    // of the two float32 targets and the first step's carry, the frames
+    // (2 × 5 channels here) in bfloat16 (J20). Float32 runs were read for
+    // neither J19 nor J20.
     const ModelDescription m = testing::tiny_model();
     RunOptions run;
     run.framework = Framework::jax;
@@ -322,9 +324,12 @@ TEST_SUITE("simulator") {
       return report.timeline.front().live.activations;
     };
     CHECK(first_row(run, false) == 2 * one_step);
-    CHECK(first_row(run, true) == 2 * m.grid_nodes * run.batch * m.output_features * 4);
+    const std::int64_t targets = 2 * m.grid_nodes * run.batch * m.output_features * 4;
+    const std::int64_t first_carry = m.grid_nodes * run.batch * (m.grid_input_features - 10) * 2;
+    CHECK(first_row(run, true) == targets + first_carry);
     RunOptions float32 = run;
     float32.dtype = DType::float32;
     CHECK(first_row(float32, false) == 0);
+    CHECK(first_row(float32, true) == targets);
   }
 }

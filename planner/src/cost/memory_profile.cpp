@@ -46,7 +46,7 @@ void pytorch_rules(MemoryProfile& p, DType dtype, Implementation implementation)
   p.parameter_cast_bytes = dtype == DType::float32 ? 0 : element_bytes(dtype);
 }
 
-// JAX under XLA:TPU (docs/cost-model.md, J1–J19).
+// JAX under XLA:TPU (docs/cost-model.md, J1–J20).
 void jax_rules(MemoryProfile& p, DType dtype) {
   // XLA:TPU fuses the concat of an MLP's input into the matmul that
   // consumes it: never materialised, its parts (materialised gathers) are
@@ -71,7 +71,8 @@ void jax_rules(MemoryProfile& p, DType dtype) {
   // Read off bfloat16 modules (J19); float32 runs differ in their matmul
   // operands (J13, not modelled) and were not read for it.
   p.grid_input_held_through_step = dtype == DType::bfloat16;
-  p.stacked_targets_copy_max_rollout = 8;  // one sublane tile of 8 rows
+  p.stacked_targets_copy_max_rollout = 8;                       // one sublane tile of 8 rows
+  p.scanned_loop_holds_first_carry = dtype == DType::bfloat16;  // read off bfloat16 modules (J20)
   rule(p, OpKind::gather).compiler_recomputable = true;
   rule(p, OpKind::silu).compiler_recomputable = true;
   rule(p, OpKind::add).compiler_recomputable = true;

@@ -43,16 +43,29 @@ class Simulation : detail::MemoryMachine {
   // Whether the rollout runs as XLA's scanned loop: every step a loop body.
   bool scanned() const { return !schedule_.items.empty() && schedule_.items.front().loop_body; }
 
-  // The stacked float32 targets of a scanned rollout short enough for
-  // XLA:TPU to copy them (MemoryProfile::stacked_targets_copy_max_rollout),
-  // one buffer per step's target.
-  std::vector<int> copy_stacked_targets() {
-    std::vector<int> copies;
-    if (!scanned() || g_.run().rollout > profile_.stacked_targets_copy_max_rollout) return copies;
-    for (const Op& op : g_.ops())
-      if (op.kind == OpKind::mse_loss && op.inputs.size() > 1 && g_.tensor(op.inputs[1]).role == TensorRole::input)
-        copies.push_back(allocate(g_.tensor(op.inputs[1]).bytes(), kActivations, 1, op.inputs[1]));
-    return copies;
+  // What a scanned rollout holds from before its forward loop to after its
+  // backward loop besides the steps' buffers: XLA:TPU's copy of the
+  // stacked float32 targets into the loops' layout, one buffer per step's
+  // target, when the rollout is short enough for it to make one
+  // (MemoryProfile::stacked_targets_copy_max_rollout, J14); and the first
+  // step's carry, the frames argument in the activation dtype
+  // (MemoryProfile::scanned_loop_holds_first_carry, J20).
+  std::vector<int> hold_around_scanned_loops() {
+    std::vector<int> held;
+    if (!scanned()) return held;
+    for (const Op& op : g_.ops()) {
+      if (op.kind == OpKind::mse_loss && op.inputs.size() > 1 && g_.tensor(op.inputs[1]).role == TensorRole::input &&
+          g_.run().rollout <= profile_.stacked_targets_copy_max_rollout)
+        held.push_back(allocate(g_.tensor(op.inputs[1]).bytes(), kActivations, 1, op.inputs[1]));
+      // The carry the first step reads is the frames argument.
+      if (op.kind == OpKind::next_input && op.step == 0 && op.inputs.size() > 1 &&
+          profile_.scanned_loop_holds_first_carry) {
+        const Tensor& frames = g_.tensor(op.inputs[1]);
+        held.push_back(
+            allocate(frames.rows * frames.cols * element_bytes(g_.run().dtype), kActivations, 1, op.inputs[1]));
+      }
+    }
+    return held;
   }
 
   Report run(std::int64_t budget_bytes) {
@@ -60,9 +73,7 @@ class Simulation : detail::MemoryMachine {
     r.budget_bytes = budget_bytes;
 
     begin_context(schedule_.items);
-    // XLA:TPU's copy of the stacked targets into the scanned loops' layout,
-    // held through both loops (J14).
-    const std::vector<int> targets_copy = copy_stacked_targets();
+    const std::vector<int> around_loops = hold_around_scanned_loops();
     forward(schedule_.items, /*saving=*/true, 0, -1, Pass::forward);
     r.activation_bytes_after_forward = static_.activations + live_[kActivations];
     r.forward_peak_bytes = static_.total() + peak_dynamic_;
@@ -72,7 +83,7 @@ class Simulation : detail::MemoryMachine {
     for (const Op& op : g_.ops()) seed_gradients(op);
     for (int b : losses_) release(b);
     backward(schedule_.items, 0, -1);
-    for (int b : targets_copy) release(b);
+    for (int b : around_loops) release(b);
     phase_peak_dynamic_ = peak_dynamic_;
 
     // Optimizer step: parameter gradients are all resident; updates in place.

@@ -98,6 +98,10 @@ struct MemoryProfile {
   // copies them into the loops' layout, a temporary of their size held
   // through both loops (J14). 0: no copy.
   std::int64_t stacked_targets_copy_max_rollout = 0;
+  // A scanned rollout holds, through both loops, the first step's carry
+  // (the frames argument) in the activation dtype besides the later
+  // steps' carries (J20).
+  bool scanned_loop_holds_first_carry = false;
 
   const OpMemoryRule& rule(OpKind kind) const { return rules[static_cast<int>(kind)]; }
 };
