@@ -292,9 +292,7 @@ TEST_SUITE("simulator") {
       if (b.tensor == "processor.3.edge_input") concat_gradients += b.bytes;
     CHECK(concat_gradients == 0);
   }
-}
 
-TEST_SUITE("simulator") {
   TEST_CASE(
       "simulator: under JAX bfloat16 an unscanned step holds the grid input it assembles before the network "
       "(J19) and a scanned rollout its first carry (J20)") {
