@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "actmem/cost/cost_graph.h"
@@ -251,5 +252,37 @@ TEST_SUITE("cost graph") {
     b.hold_until(at, y);  // made in stage a, held to stage b
     CHECK_THROWS_WITH_AS(b.finish(), doctest::Contains("op b.silu holds y, not made earlier in its stage"),
                          std::logic_error);
+  }
+
+  TEST_CASE("cost graph: under JAX float32 the operands only matmuls read are kept in bfloat16 (J13)") {
+    // XLA:TPU rounds float32 matmul operands to bfloat16: the gathers
+    // (read by the edge MLP's fused concat) and the encoder's and decoder's
+    // edge embeddings (read by nothing else) are made in 2 bytes a value,
+    // their gradients in 4. The mesh edge embedding, which the processor's
+    // first edge residual reads too, stays float32.
+    RunOptions run;
+    run.framework = Framework::jax;
+    run.dtype = DType::float32;
+    const CostGraph g = CostGraph::build(testing::tiny_model(2), run);
+    std::vector<std::string> narrowed;
+    for (const Tensor& t : g.tensors())
+      if (t.element_bytes == 2) {
+        CHECK(t.gradient_bytes() == 2 * t.bytes());
+        narrowed.push_back(t.name);
+      }
+    const std::vector<std::string> expected{"encoder.edge_embed.layer_norm", "encoder.gather_senders",
+                                            "encoder.gather_receivers",      "processor.0.gather_senders",
+                                            "processor.0.gather_receivers",  "processor.1.gather_senders",
+                                            "processor.1.gather_receivers",  "decoder.edge_embed.layer_norm",
+                                            "decoder.gather_senders",        "decoder.gather_receivers"};
+    CHECK(narrowed == expected);
+    // Not under PyTorch float32 nor JAX bfloat16: every tensor keeps its
+    // dtype (at rollout 1 no carried frames, J9).
+    run.framework = Framework::pytorch;
+    const CostGraph torch_graph = CostGraph::build(testing::tiny_model(2), run);
+    const CostGraph jax_bfloat16 = CostGraph::build(testing::tiny_model(2), RunOptions{});
+    for (const CostGraph* other : {&torch_graph, &jax_bfloat16})
+      CHECK(std::none_of(other->tensors().begin(), other->tensors().end(),
+                         [](const Tensor& t) { return t.gradient_element_bytes != 0; }));
   }
 }

@@ -330,4 +330,35 @@ TEST_SUITE("simulator") {
     CHECK(first_row(float32, false) == 0);
     CHECK(first_row(float32, true) == targets);
   }
+
+  TEST_CASE("simulator: under JAX float32 no linear keeps the SiLU output it reads (J13)") {
+    // XLA:TPU keeps an MLP's float32 h and recomputes silu(h) from it for
+    // the second linear's weight gradient; under bfloat16 the first
+    // linear's fusion writes both and both are kept (J2). With nothing
+    // checkpointed the peak, in the output MLP's backward, holds every
+    // other MLP's saved tensors.
+    auto silu_and_hidden_at_peak = [](DType dtype) {
+      RunOptions run;
+      run.framework = Framework::jax;
+      run.dtype = dtype;
+      const CostGraph g = CostGraph::build(testing::tiny_model(2), run);
+      SimulationOptions options;
+      options.record_peak_buffers = true;
+      const Device device = load_device("tpu-v4");
+      const Report r = simulate(g, device, device.memory_bytes, empty_plan(g.stages()), options);
+      std::pair<int, int> counts{0, 0};
+      for (const PeakBuffer& b : r.live_at_peak) {
+        if (b.category != "activations") continue;
+        if (b.tensor.find(".silu") != std::string::npos) ++counts.first;
+        if (b.tensor.ends_with(".linear0")) ++counts.second;
+      }
+      return counts;
+    };
+    const auto [float32_silu, float32_hidden] = silu_and_hidden_at_peak(DType::float32);
+    const auto [bfloat16_silu, bfloat16_hidden] = silu_and_hidden_at_peak(DType::bfloat16);
+    CHECK(float32_silu == 0);
+    CHECK(float32_hidden > 0);
+    CHECK(bfloat16_silu == bfloat16_hidden);
+    CHECK(float32_hidden == bfloat16_hidden);
+  }
 }

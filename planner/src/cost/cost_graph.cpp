@@ -117,6 +117,16 @@ TensorId CostGraphBuilder::add_tensor(Tensor tensor) {
   return static_cast<TensorId>(graph_.tensors_.size() - 1);
 }
 
+void CostGraphBuilder::store_narrower(TensorId id, int element_bytes) {
+  Tensor& t = graph_.tensors_[static_cast<std::size_t>(id)];
+  if (t.role != TensorRole::activation || element_bytes <= 0 || element_bytes >= t.element_bytes)
+    throw std::logic_error("store_narrower: " + t.name + " is not an activation wider than the storage asked");
+  if (t.gradient_element_bytes == 0) t.gradient_element_bytes = t.element_bytes;
+  total_bytes_ -= t.bytes();
+  t.element_bytes = element_bytes;
+  total_bytes_ += t.bytes();
+}
+
 OpId CostGraphBuilder::add_op(Op op) {
   if (static_cast<std::int64_t>(graph_.ops_.size()) >= kMaxStepOps)
     throw too_large(graph_, false,

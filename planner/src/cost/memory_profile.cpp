@@ -63,13 +63,13 @@ void jax_rules(MemoryProfile& p, DType dtype) {
   // Over 95% of its HBM, XLA:TPU recomputes these in the backward pass (J7).
   p.compiler_remat_limit_fraction = 0.95;
   p.block_input_gradients_held = dtype == DType::bfloat16;
-  p.blocks_backward_list_scheduled = dtype == DType::bfloat16;
+  p.blocks_backward_list_scheduled = true;  // float32 too: J13's trace has J17's shape
   // A scanned rollout's loop body (J14).
   p.loop_body_recomputes_silu = true;
   p.loop_body_holds_step_inputs = true;
+  p.linears_recompute_silu_input = dtype == DType::float32;  // J13
   p.step_checkpoint_scanned = true;
-  // Read off bfloat16 modules (J19); float32 runs differ in their matmul
-  // operands (J13, not modelled) and were not read for it.
+  // Read off bfloat16 modules (J19); no float32 module was read for it.
   p.grid_input_held_through_step = dtype == DType::bfloat16;
   p.stacked_targets_copy_max_rollout = 8;                       // one sublane tile of 8 rows
   p.scanned_loop_holds_first_carry = dtype == DType::bfloat16;  // read off bfloat16 modules (J20)

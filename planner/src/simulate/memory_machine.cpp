@@ -256,7 +256,7 @@ void MemoryMachine::forward_op(OpId id, bool saving, std::int64_t block_rows, in
   if (saving) {
     std::vector<int> saved;
     for (std::size_t i = 0; i < op.inputs.size(); ++i)
-      if ((rule.saved_inputs & (1u << i)) && !recomputed_in_loop_body(op, op.inputs[i])) save(op.inputs[i], saved);
+      if ((rule.saved_inputs & (1u << i)) && !silu_input_recomputed(op, op.inputs[i])) save(op.inputs[i], saved);
     for (std::size_t i = 0; i < op.outputs.size(); ++i)
       if (rule.saved_outputs & (1u << i)) save(op.outputs[i], saved);
     saved_.push_back(std::move(saved));
@@ -457,10 +457,13 @@ std::vector<int> MemoryMachine::hold_loop_body_step_inputs(const Item& step) {
   return held;
 }
 
-// In XLA's loop body a linear does not keep a SiLU's output it reads: the
-// body recomputes it from h, which SiLU keeps (J10, J14).
-bool MemoryMachine::recomputed_in_loop_body(const Op& op, TensorId input) const {
-  if (!in_loop_body_ || !profile_.loop_body_recomputes_silu || op.kind != OpKind::linear) return false;
+// A linear does not keep a SiLU's output it reads where XLA recomputes it
+// from h, which SiLU keeps: in its loop body (J10, J14), and everywhere
+// under float32 (J13).
+bool MemoryMachine::silu_input_recomputed(const Op& op, TensorId input) const {
+  const bool recomputes =
+      profile_.linears_recompute_silu_input || (in_loop_body_ && profile_.loop_body_recomputes_silu);
+  if (!recomputes || op.kind != OpKind::linear) return false;
   const OpId p = g_.producer(input);
   return p >= 0 && g_.op(p).kind == OpKind::silu;
 }

@@ -143,7 +143,7 @@ class MemoryMachine {
   double block_scale(const Op& op, std::int64_t block_rows) const;
   void forward_op(OpId id, bool saving, std::int64_t block_rows, int block, Pass pass);
   void save(TensorId t, std::vector<int>& saved);
-  bool recomputed_in_loop_body(const Op& op, TensorId input) const;
+  bool silu_input_recomputed(const Op& op, TensorId input) const;
   std::vector<int> hold_loop_body_step_inputs(const Item& step);
   void release_input(TensorId t);
   void release_holds(const Op& op);

@@ -207,6 +207,12 @@ class CostGraphBuilder {
     graph_.ops_[static_cast<std::size_t>(at)].releases_held.push_back(tensor);
   }
   const Tensor& tensor(TensorId id) const { return graph_.tensor(id); }
+  std::span<const Op> ops() const { return graph_.ops(); }
+  std::span<const OpId> consumers(TensorId id) const { return graph_.consumers(id); }
+  // Keeps an activation in `element_bytes` a value, fewer than it has,
+  // while its gradient keeps the bytes it had (XLA:TPU's bfloat16 copies
+  // of a float32 run's matmul operands, docs/cost-model.md J13).
+  void store_narrower(TensorId id, int element_bytes);
   std::string stage_name(int stage) const { return graph_.stage_name(stage); }
   // The parameters added so far (CostGraph::parameter_count() of the graph
   // being built): a builder that has declared its parameters counts them

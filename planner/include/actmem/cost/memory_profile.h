@@ -79,6 +79,10 @@ struct MemoryProfile {
   // carried frame's cotangent (J14).
   bool loop_body_recomputes_silu = false;
   bool loop_body_holds_step_inputs = false;
+  // A linear whose input is a SiLU's output never keeps it: XLA:TPU
+  // recomputes it from h for the weight gradient everywhere under float32
+  // (J13), where under bfloat16 only the loop body does.
+  bool linears_recompute_silu_input = false;
   // The grid input a step assembles before the network (the frames, the
   // forcings and the static channels concatenated in the activation dtype:
   // the concat ops that read model inputs) is made outside every
