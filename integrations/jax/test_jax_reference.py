@@ -315,6 +315,33 @@ def test_remat_probe_reads_xla_s_figures_as_written_and_after_rematerialising(tm
 
 
 @needs_jax
+def test_scan_residuals_lists_what_the_rollout_stacks(tmp_path, capsys):
+    """Traced, not compiled: without step checkpoints JAX's scanned rollout
+    stacks the residuals of every op outside a checkpoint (J11); with them,
+    only each step's carry (the two float32 frames of the 6 time-dependent
+    channels of each of the 40 grid nodes) and the step's loss."""
+    import scan_residuals
+
+    model = write(tmp_path, "tiny.json", TINY)
+
+    def stacked(name, plan):
+        argv = ["--model", model, "--plan", write(tmp_path, name, plan), "--rollout", "3", "--json"]
+        assert scan_residuals.main(argv) == 0
+        return json.loads(capsys.readouterr().out)
+
+    (unplanned,) = stacked("none.json", {})
+    (stepped,) = stacked("step.json", {"step_checkpoint": True})
+    assert unplanned["length"] == stepped["length"] == 3
+    assert stepped["by_shape"] == [
+        {"dtype": "float32", "shape": [40, 2, 6], "count": 1, "bytes": 3 * 40 * 2 * 6 * 4},
+        {"dtype": "float32", "shape": [], "count": 1, "bytes": 3 * 4}]
+    assert unplanned["outputs"] > 50 and unplanned["bytes"] > 10 * stepped["bytes"]
+    assert any(r["dtype"] == "bfloat16" for r in unplanned["by_shape"])
+    assert scan_residuals.main(["--model", model, "--rollout", "0"]) == 2
+    assert capsys.readouterr().err.startswith("actmem-jax: error: ")
+
+
+@needs_jax
 def test_remat_trace_replays_the_peak_xla_s_pass_states(tmp_path):
     """remat_trace.py on `mid`, each rollout step checkpointed (seconds): the
     replay of the pass's log gives every computation the peak the pass

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""actmem-jax scan_residuals: what JAX's scanned rollout stacks for the backward loop.
+
+A rollout runs as `jax.lax.scan`. Differentiating it, JAX splits the loop:
+a forward scan that also returns, stacked over the steps, every value the
+backward needs (its residuals), and a reverse scan that reads them. Which
+values those are is JAX's choice (its partial evaluation of the loop body:
+everything outside a `jax.checkpoint` that a derivative reads, in the dtype
+the jaxpr has it), made before XLA sees the program, so XLA cannot fuse them
+away: its loop keeps them as stacked buffers. This traces the training step
+(nothing is compiled; seconds even at GraphCast's size) and lists each
+forward scan's stacked outputs by dtype and per-step shape, with their total.
+Under each step's checkpoint (`--step-checkpoint`) the stack holds only each
+step's carry; without it, the residuals of every op outside a checkpoint,
+which actmem does not model (docs/cost-model.md J11).
+
+Usage:
+  scan_residuals.py [judge.py arguments] [--json]
+Exit: 0, or 2 with `actmem-jax: error: ...` on bad input.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import sys
+
+import judge
+
+
+def parse_args(argv: list[str]):
+    json_output = "--json" in argv
+    return judge.parse_args([a for a in argv if a != "--json"] + ["--target", "cpu"]), json_output
+
+
+def sub_jaxprs(equation):
+    """The jaxprs an equation's parameters hold (a scan's body, a checkpoint's, a jit's)."""
+    for value in equation.params.values():
+        for x in value if isinstance(value, (list, tuple)) else [value]:
+            inner = getattr(x, "jaxpr", x)
+            if hasattr(inner, "eqns"):
+                yield inner
+
+
+def forward_scans(jaxpr):
+    """Every scan that runs forward, in the order the step runs them, nested ones included."""
+    for equation in jaxpr.eqns:
+        if equation.primitive.name == "scan" and not equation.params["reverse"]:
+            yield equation
+        for inner in sub_jaxprs(equation):
+            yield from forward_scans(inner)
+
+
+def stacked_outputs(scan) -> dict:
+    """A forward scan's stacked outputs (after its carry): count and bytes per (dtype, per-step shape)."""
+    groups: dict[tuple[str, tuple[int, ...]], list[int]] = collections.defaultdict(lambda: [0, 0])
+    for var in scan.outvars[scan.params["num_carry"]:]:
+        aval = var.aval
+        group = groups[(str(aval.dtype), tuple(aval.shape[1:]))]
+        group[0] += 1
+        group[1] += aval.size * aval.dtype.itemsize
+    rows = [{"dtype": dtype, "shape": list(shape), "count": count, "bytes": size}
+            for (dtype, shape), (count, size) in sorted(groups.items(), key=lambda kv: -kv[1][1])]
+    return {"length": scan.params["length"], "outputs": sum(r["count"] for r in rows),
+            "bytes": sum(r["bytes"] for r in rows), "by_shape": rows}
+
+
+def scans(case) -> list[dict]:
+    import jax  # judge.py set JAX's environment when it was imported
+
+    step = judge.make_train_step(case.description, case.run, judge.network(case.plan), case.plan.step_checkpoint)
+    arguments = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype),
+                             judge.argument_shapes(case.description, case.run))
+    return [stacked_outputs(s) for s in forward_scans(jax.make_jaxpr(step)(*arguments).jaxpr)]
+
+
+def report(found: list[dict]) -> str:
+    if not found:
+        return "no forward scan (a rollout of one step runs no loop)"
+    lines = []
+    for s in found:
+        lines.append(f"forward scan of {s['length']} steps: {s['outputs']} stacked outputs, {s['bytes'] / 2**30:.3f} GiB")
+        for r in s["by_shape"]:
+            lines.append(f"  {r['count']:4d} x {r['dtype']}{r['shape']}  {r['bytes'] / 2**30:.3f} GiB")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    try:
+        args, json_output = parse_args(sys.argv[1:] if argv is None else argv)
+        judge.require_packages(args.targets)
+        args.no_actmem = True  # the stack is JAX's; actmem's prediction is not needed for it
+        found = scans(judge.make_case(args))
+    except (judge.UsageError, judge.InputError) as e:
+        print(f"actmem-jax: error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(found) if json_output else report(found))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
