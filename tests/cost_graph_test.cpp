@@ -257,8 +257,8 @@ TEST_SUITE("cost graph") {
   TEST_CASE("cost graph: under JAX float32 the operands only matmuls read are kept in bfloat16 (J13)") {
     // XLA:TPU rounds float32 matmul operands to bfloat16: the gathers
     // (read by the edge MLP's fused concat) and the encoder's and decoder's
-    // edge embeddings (read by nothing else) are made in 2 bytes a value,
-    // their gradients in 4. The mesh edge embedding, which the processor's
+    // edge embeddings (read by their edge MLP alone) are made in 2 bytes a
+    // value, their gradients in 4. The mesh edge embedding, which the processor's
     // first edge residual reads too, stays float32.
     RunOptions run;
     run.framework = Framework::jax;
