@@ -68,9 +68,8 @@ def scans(case) -> list[dict]:
     import jax  # judge.py set JAX's environment when it was imported
 
     step = judge.make_train_step(case.description, case.run, judge.network(case.plan), case.plan.step_checkpoint)
-    arguments = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype),
-                             judge.argument_shapes(case.description, case.run))
-    return [stacked_outputs(s) for s in forward_scans(jax.make_jaxpr(step)(*arguments).jaxpr)]
+    traced = jax.make_jaxpr(step)(*judge.argument_shapes(case.description, case.run))  # already ShapeDtypeStructs
+    return [stacked_outputs(s) for s in forward_scans(traced.jaxpr)]
 
 
 def report(found: list[dict]) -> str:
