@@ -17,8 +17,6 @@
 // the edge MLP's input (edge_update_concat / edge_update_concat_trick), the
 // encoder's embedding order (encoder_embeddings) and its grid-node update
 // (encoder_grid_node_update). What each op keeps is the memory profile's.
-#include <algorithm>
-
 #include <fmt/format.h>
 
 #include "actmem/cost/cost_graph.h"
@@ -64,27 +62,7 @@ class GraphCastBuilder {
       if (step + 1 < run_.rollout || (in.frames && run_.rollout > 1))
         carry = next_input(prediction, carry, forcing, in);
     }
-    if (run_.framework == Framework::jax && run_.dtype == DType::float32) round_matmul_operands();
     return b_.finish();
-  }
-
-  // XLA:TPU at its default precision multiplies float32 matrices in
-  // bfloat16: a gather's or a LayerNorm's output that only matmuls read
-  // (directly or as a part of an MLP input's concatenation) is made and
-  // kept in bfloat16; its gradient stays float32 (docs/cost-model.md J13).
-  void round_matmul_operands() {
-    const auto read_by_matmuls_only = [this](TensorId t, const auto& self) -> bool {
-      const auto readers = b_.consumers(t);
-      return !readers.empty() && std::all_of(readers.begin(), readers.end(), [&](OpId r) {
-        const Op& op = b_.ops()[static_cast<std::size_t>(r)];
-        return (op.kind == OpKind::linear && op.inputs.front() == t) ||
-               (op.kind == OpKind::concat && self(op.outputs.front(), self));
-      });
-    };
-    for (const Op& op : b_.ops())
-      if ((op.kind == OpKind::gather || op.kind == OpKind::layer_norm) &&
-          read_by_matmuls_only(op.outputs.front(), read_by_matmuls_only))
-        b_.store_narrower(op.outputs.front(), element_bytes(DType::bfloat16));
   }
 
   // The parameters build() declares, without its inputs and ops: they

@@ -117,16 +117,6 @@ TensorId CostGraphBuilder::add_tensor(Tensor tensor) {
   return static_cast<TensorId>(graph_.tensors_.size() - 1);
 }
 
-void CostGraphBuilder::store_narrower(TensorId id, int element_bytes) {
-  Tensor& t = graph_.tensors_[static_cast<std::size_t>(id)];
-  if (t.role != TensorRole::activation || element_bytes <= 0 || element_bytes >= t.element_bytes)
-    throw std::logic_error("store_narrower: " + t.name + " is not an activation wider than the storage asked");
-  if (t.gradient_element_bytes == 0) t.gradient_element_bytes = t.element_bytes;
-  total_bytes_ -= t.bytes();
-  t.element_bytes = element_bytes;
-  total_bytes_ += t.bytes();
-}
-
 OpId CostGraphBuilder::add_op(Op op) {
   if (static_cast<std::int64_t>(graph_.ops_.size()) >= kMaxStepOps)
     throw too_large(graph_, false,
@@ -215,7 +205,32 @@ void CostGraphBuilder::compute_lifetimes() {
     }
 }
 
+// XLA:TPU at its default precision multiplies float32 matrices in
+// bfloat16: a gather's or a LayerNorm's output that only matmuls read
+// (directly or as a part of an MLP input's concatenation) is made and kept
+// in bfloat16, while its gradient stays float32 (docs/cost-model.md J13).
+void CostGraphBuilder::round_matmul_operands() {
+  const auto read_by_matmuls_only = [this](TensorId t, const auto& self) -> bool {
+    const auto readers = graph_.consumers(t);
+    return !readers.empty() && std::all_of(readers.begin(), readers.end(), [&](OpId r) {
+      const Op& op = graph_.op(r);
+      return (op.kind == OpKind::linear && op.inputs.front() == t) ||
+             (op.kind == OpKind::concat && self(op.outputs.front(), self));
+    });
+  };
+  for (const Op& op : graph_.ops_) {
+    if (op.kind != OpKind::gather && op.kind != OpKind::layer_norm) continue;
+    if (!read_by_matmuls_only(op.outputs.front(), read_by_matmuls_only)) continue;
+    Tensor& t = graph_.tensors_[static_cast<std::size_t>(op.outputs.front())];
+    if (t.gradient_element_bytes == 0) t.gradient_element_bytes = t.element_bytes;
+    total_bytes_ -= t.bytes();
+    t.element_bytes = element_bytes(DType::bfloat16);
+    total_bytes_ += t.bytes();
+  }
+}
+
 CostGraph CostGraphBuilder::finish() {
+  if (graph_.run().framework == Framework::jax && graph_.run().dtype == DType::float32) round_matmul_operands();
   check_holds();
   build_dag();
   check_order();

@@ -191,6 +191,9 @@ class CostGraph {
 // with Boost.Graph: acyclic, emitted in topological order, stages contiguous,
 // every stage boundary a cut point of the order or of a kind
 // src/cost/cut_points.cpp accepts, and computes the lifetimes from the DAG.
+// For JAX at float32 finish() first stores the outputs that XLA:TPU keeps
+// in bfloat16 as matmul operands in 2 bytes a value, their gradients in 4
+// (docs/cost-model.md J13), whatever the architecture.
 // A step beyond actmem/util/limits.h is refused as it grows, before it takes the
 // memory: tensors totalling more than kMaxStepBytes, or more than
 // kMaxStepOps ops, are an InputError naming the batch or the rollout (or the
@@ -207,12 +210,6 @@ class CostGraphBuilder {
     graph_.ops_[static_cast<std::size_t>(at)].releases_held.push_back(tensor);
   }
   const Tensor& tensor(TensorId id) const { return graph_.tensor(id); }
-  std::span<const Op> ops() const { return graph_.ops(); }
-  std::span<const OpId> consumers(TensorId id) const { return graph_.consumers(id); }
-  // Keeps an activation in `element_bytes` a value, fewer than it has,
-  // while its gradient keeps the bytes it had (XLA:TPU's bfloat16 copies
-  // of a float32 run's matmul operands, docs/cost-model.md J13).
-  void store_narrower(TensorId id, int element_bytes);
   std::string stage_name(int stage) const { return graph_.stage_name(stage); }
   // The parameters added so far (CostGraph::parameter_count() of the graph
   // being built): a builder that has declared its parameters counts them
@@ -223,6 +220,7 @@ class CostGraphBuilder {
 
  private:
   void check_bytes(const Tensor& tensor);
+  void round_matmul_operands();
   void check_holds() const;
   void build_dag();
   void check_order() const;
