@@ -11,8 +11,11 @@ away: its loop keeps them as stacked buffers. This traces the training step
 (nothing is compiled; seconds even at GraphCast's size) and lists each
 forward scan's stacked outputs by dtype and per-step shape, with their total.
 Under each step's checkpoint (`--step-checkpoint`) the stack holds only each
-step's carry; without it, the residuals of every op outside a checkpoint,
-which actmem does not model (docs/cost-model.md J11).
+step's carry; without it, the residuals of every op outside a checkpoint
+(docs/cost-model.md J11). Residuals that do not depend on the step (those of
+ops that read only parameters and the graph's constant features) are not
+stacked: JAX hoists them out of the loop, computed once, and hands them to
+the backward scan as loop constants; they are listed apart ("hoisted").
 
 Usage:
   scan_residuals.py [judge.py arguments] [--json]
@@ -50,18 +53,57 @@ def forward_scans(jaxpr):
             yield from forward_scans(inner)
 
 
-def stacked_outputs(scan) -> dict:
-    """A forward scan's stacked outputs (after its carry): count and bytes per (dtype, per-step shape)."""
+def backward_scans(jaxpr):
+    """Every scan that runs in reverse (a rollout's backward loop), in order."""
+    for equation in jaxpr.eqns:
+        if equation.primitive.name == "scan" and equation.params["reverse"]:
+            yield equation
+        for inner in sub_jaxprs(equation):
+            yield from backward_scans(inner)
+
+
+def producers(jaxpr, out=None) -> dict:
+    """The equation that makes each variable (by id), nested jaxprs included."""
+    out = {} if out is None else out
+    for equation in jaxpr.eqns:
+        for var in equation.outvars:
+            out[id(var)] = equation
+        for inner in sub_jaxprs(equation):
+            producers(inner, out)
+    return out
+
+
+def summary(avals, leading_axis: bool) -> dict:
+    """Count and bytes per (dtype, shape), the leading (steps) axis dropped when `leading_axis`."""
     groups: dict[tuple[str, tuple[int, ...]], list[int]] = collections.defaultdict(lambda: [0, 0])
-    for var in scan.outvars[scan.params["num_carry"]:]:
-        aval = var.aval
-        group = groups[(str(aval.dtype), tuple(aval.shape[1:]))]
+    for aval in avals:
+        group = groups[(str(aval.dtype), tuple(aval.shape[1:] if leading_axis else aval.shape))]
         group[0] += 1
         group[1] += aval.size * aval.dtype.itemsize
     rows = [{"dtype": dtype, "shape": list(shape), "count": count, "bytes": size}
             for (dtype, shape), (count, size) in sorted(groups.items(), key=lambda kv: -kv[1][1])]
-    return {"length": scan.params["length"], "outputs": sum(r["count"] for r in rows),
-            "bytes": sum(r["bytes"] for r in rows), "by_shape": rows}
+    return {"outputs": sum(r["count"] for r in rows), "bytes": sum(r["bytes"] for r in rows), "by_shape": rows}
+
+
+def stacked_outputs(scan) -> dict:
+    """A forward scan's stacked outputs (after its carry), per (dtype, per-step shape)."""
+    return {"length": scan.params["length"],
+            **summary([var.aval for var in scan.outvars[scan.params["num_carry"]:]], leading_axis=True)}
+
+
+def hoisted_residuals(scan, made_by: dict) -> dict:
+    """A backward scan's loop constants that the step computes: the residuals
+    JAX hoisted out of the loop. Not the step's arguments, nor a cast or a
+    broadcast of one (the parameters' copies in the activation dtype, which
+    the forward scan reads too, and the LayerNorm scales' broadcasts)."""
+    def computed(var) -> bool:
+        equation = made_by.get(id(var))
+        if equation is None:
+            return False
+        copy_of_argument = (equation.primitive.name in ("convert_element_type", "broadcast_in_dim")
+                            and all(id(v) not in made_by for v in equation.invars if hasattr(v, "aval")))
+        return not copy_of_argument
+    return summary([var.aval for var in scan.invars[:scan.params["num_consts"]] if computed(var)], leading_axis=False)
 
 
 def scans(case) -> list[dict]:
@@ -69,7 +111,10 @@ def scans(case) -> list[dict]:
 
     step = judge.make_train_step(case.description, case.run, judge.network(case.plan), case.plan.step_checkpoint)
     traced = jax.make_jaxpr(step)(*judge.argument_shapes(case.description, case.run))  # already ShapeDtypeStructs
-    return [stacked_outputs(s) for s in forward_scans(traced.jaxpr)]
+    made_by = producers(traced.jaxpr)
+    # The i-th forward scan and the i-th backward one are one loop's two halves.
+    return [{**stacked_outputs(f), "hoisted": hoisted_residuals(b, made_by)}
+            for f, b in zip(forward_scans(traced.jaxpr), backward_scans(traced.jaxpr))]
 
 
 def report(found: list[dict]) -> str:
@@ -79,6 +124,10 @@ def report(found: list[dict]) -> str:
     for s in found:
         lines.append(f"forward scan of {s['length']} steps: {s['outputs']} stacked outputs, {s['bytes'] / 2**30:.3f} GiB")
         for r in s["by_shape"]:
+            lines.append(f"  {r['count']:4d} x {r['dtype']}{r['shape']}  {r['bytes'] / 2**30:.3f} GiB")
+        h = s["hoisted"]
+        lines.append(f"hoisted out of the loop, once: {h['outputs']} residuals, {h['bytes'] / 2**30:.3f} GiB")
+        for r in h["by_shape"]:
             lines.append(f"  {r['count']:4d} x {r['dtype']}{r['shape']}  {r['bytes'] / 2**30:.3f} GiB")
     return "\n".join(lines)
 
