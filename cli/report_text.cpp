@@ -24,13 +24,8 @@ std::string describe_compiler_remat(const Report& r) {
 std::string describe_report(const Report& r) {
   const MemoryBreakdown& b = r.breakdown;
   std::string text = fmt::format("peak {} of {} budget: {}\n", format_bytes(r.peak_bytes), format_bytes(r.budget_bytes),
-                                 r.fits ? "fits" : (r.memory_modelled ? "does not fit" : "not judged"));
+                                 r.fits ? "fits" : "does not fit");
   text += describe_compiler_remat(r);
-  if (!r.memory_modelled)
-    text +=
-        "  not a prediction: under JAX a rollout without each step checkpointed keeps JAX's own residuals of the "
-        "scan, which actmem does not model (docs/cost-model.md J11; XLA measured up to 2.4 times this); "
-        "checkpoint each rollout step (plan \"step_checkpoint\": true)\n";
   text += fmt::format("  activations {}, gradients {}, workspace {}\n", format_bytes(b.activations),
                       format_bytes(b.gradients), format_bytes(b.workspace));
   text += fmt::format("  parameters {}, optimizer state {}, inputs {}, reserved {}\n", format_bytes(b.parameters),

@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <map>
 
 #include "actmem/model/device.h"
 #include "actmem/simulate/simulator.h"
@@ -360,5 +361,53 @@ TEST_SUITE("simulator") {
     CHECK(float32_hidden > 0);
     CHECK(bfloat16_silu == bfloat16_hidden);
     CHECK(float32_hidden == bfloat16_hidden);
+  }
+  TEST_CASE(
+      "simulator: under JAX a rollout without step checkpoints stacks JAX's residuals of each step, those of "
+      "the loop-invariant embeddings once (J11)") {
+    // Every stack is live from the forward loop to the end of the backward
+    // loop, so at the peak. A processor step's edge MLP over E rows stacks
+    // its input concatenation (3 latents), h and two more of SiLU's
+    // buffers, SiLU's output (the second linear's input) and the
+    // LayerNorm's three float32 intermediates and two float32 values a row;
+    // the mesh edges' embedding reads only constant features and
+    // parameters: the first step's residuals serve every step
+    // (integrations/jax/test_jax_reference.py checks the totals against
+    // JAX's traced step).
+    const ModelDescription m = testing::tiny_model();
+    const std::int64_t e = m.mesh_edges, l = m.latent_size;
+    auto stacked = [&](std::int64_t rollout, bool step_checkpoint) {
+      RunOptions run;
+      run.framework = Framework::jax;
+      run.dtype = DType::bfloat16;
+      run.rollout = rollout;
+      const CostGraph g = CostGraph::build(m, run);
+      Plan plan = empty_plan(g.stages());
+      plan.step_checkpoint = step_checkpoint;
+      SimulationOptions options;
+      options.record_peak_buffers = true;
+      const Device device = load_device("tpu-v4");
+      std::map<std::string, std::int64_t> by_op;
+      for (const PeakBuffer& b : simulate(g, device, device.memory_bytes, plan, options).live_at_peak)
+        if (b.tensor.starts_with("residuals stacked by ")) by_op[b.tensor.substr(21)] += b.bytes;
+      return by_op;
+    };
+    const auto two = stacked(2, false);
+    CHECK(two.at("step1.processor.0.edge_mlp.linear0") == e * 3 * l * 2);
+    CHECK(two.at("step1.processor.0.edge_mlp.silu0") == 3 * e * l * 2);
+    CHECK(two.at("step1.processor.0.edge_mlp.linear1") == e * l * 2);
+    CHECK(two.at("step1.processor.0.edge_mlp.layer_norm") == 3 * e * l * 4 + 2 * e * 4);
+    CHECK(two.contains("step0.mesh_edge_embed.edge_embed.layer_norm"));
+    CHECK_FALSE(two.contains("step1.mesh_edge_embed.edge_embed.layer_norm"));
+    auto total = [](const std::map<std::string, std::int64_t>& by_op) {
+      std::int64_t sum = 0;
+      for (const auto& [op, bytes] : by_op) sum += bytes;
+      return sum;
+    };
+    const std::int64_t per_step = total(stacked(3, false)) - total(two);
+    CHECK(per_step > 0);
+    CHECK(total(stacked(4, false)) - total(stacked(3, false)) == per_step);
+    CHECK(total(two) - 2 * per_step > 0);  // the hoisted embeddings' residuals
+    CHECK(stacked(2, true).empty());
   }
 }

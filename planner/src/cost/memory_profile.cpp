@@ -9,10 +9,12 @@ OpMemoryRule& rule(MemoryProfile& p, OpKind kind) { return p.rules[static_cast<i
 
 // Rules common to both frameworks: the residuals of each op's derivative.
 void common_rules(MemoryProfile& p) {
-  rule(p, OpKind::linear).saved_inputs = bit(0);                // x (the weight is a parameter)
-  rule(p, OpKind::silu).saved_inputs = bit(0);                  // x
-  rule(p, OpKind::layer_norm) = {bit(0), bit(1), false, true};  // x, and mean/rstd
-  rule(p, OpKind::concat).grads_alias_output = true;            // backward: slices of the gradient
+  rule(p, OpKind::linear).saved_inputs = bit(0);      // x (the weight is a parameter)
+  rule(p, OpKind::silu).saved_inputs = bit(0);        // x
+  rule(p, OpKind::layer_norm).saved_inputs = bit(0);  // x, and mean/rstd
+  rule(p, OpKind::layer_norm).saved_outputs = bit(1);
+  rule(p, OpKind::layer_norm).grads_are_slices = true;
+  rule(p, OpKind::concat).grads_alias_output = true;  // backward: slices of the gradient
   rule(p, OpKind::concat).grads_are_slices = true;
   rule(p, OpKind::add).grads_alias_output = true;         // backward: the gradient passes through
   rule(p, OpKind::mse_loss).saved_inputs = bit(0);        // prediction (the target is an input)
@@ -76,6 +78,18 @@ void jax_rules(MemoryProfile& p, DType dtype) {
   rule(p, OpKind::gather).compiler_recomputable = true;
   rule(p, OpKind::silu).compiler_recomputable = true;
   rule(p, OpKind::add).compiler_recomputable = true;
+  // JAX's residuals, read off its jaxprs (jax.ad_checkpoint.print_saved_residuals
+  // of one MLP; integrations/jax/scan_residuals.py of a rollout, J11): a
+  // linear keeps its input; SiLU its input and three buffers of its output's
+  // size (one of them the output the next linear reads); LayerNorm three
+  // float32 intermediates of its input's shape and two float32 values a
+  // row, not its input; the loss the float32 difference. Gathers and
+  // scatters keep their index, a model input.
+  p.scan_stacks_linearization_residuals = true;
+  rule(p, OpKind::linear).linearization = {bit(0), 0, 0, 0};
+  rule(p, OpKind::silu).linearization = {bit(0), 2, 0, 0};
+  rule(p, OpKind::layer_norm).linearization = {0, 0, 3, 2};
+  rule(p, OpKind::mse_loss).linearization = {0, 0, 1, 0};
 }
 
 }  // namespace

@@ -53,7 +53,7 @@ int MemoryMachine::allocate(std::int64_t bytes, Category category, int refs, Ten
     buffers_.emplace_back();
   }
   const bool recomputable = category == kActivations && tensor >= 0 && compiler_recomputable(tensor);
-  buffers_[static_cast<std::size_t>(id)] = {bytes, refs, category, tensor, recomputable};
+  buffers_[static_cast<std::size_t>(id)] = {bytes, refs, category, tensor, recomputable, false};
   live_[category] += bytes;
   if (recomputable) live_recomputable_ += bytes;
   return id;
@@ -105,7 +105,9 @@ std::vector<PeakBuffer> MemoryMachine::live_buffers() const {
   static const char* const kNames[] = {"activations", "gradients", "workspace"};
   std::vector<PeakBuffer> out;
   for (const Buffer& b : buffers_)
-    if (b.refs > 0) out.push_back({b.tensor >= 0 ? tensor(b.tensor).name : std::string{}, kNames[b.category], b.bytes});
+    if (b.refs > 0)
+      out.push_back({b.tensor < 0 ? std::string{} : (b.stacked ? "residuals stacked by " : "") + tensor(b.tensor).name,
+                     kNames[b.category], b.bytes});
   std::stable_sort(out.begin(), out.end(), [](const PeakBuffer& a, const PeakBuffer& b) { return a.bytes > b.bytes; });
   return out;
 }
@@ -249,16 +251,22 @@ void MemoryMachine::forward_op(OpId id, bool saving, std::int64_t block_rows, in
     // In a block, the edge update's output is held for the concat of blocks.
     const bool block_output = collecting_block_output_ && !block_internal_[static_cast<std::size_t>(t)];
     const int refs = block_output ? 1 : uses_[static_cast<std::size_t>(t)];
-    current(t) =
-        rule.output_materialized ? allocate(output_bytes(op, rule, t, block_rows), kActivations, refs + 1, t) : -1;
+    // A loop-invariant op's output in a later step is the first step's,
+    // hoisted out of the loop: no memory of its own (J11).
+    const std::int64_t bytes = hoisted(id, pass) ? 0 : output_bytes(op, rule, t, block_rows);
+    current(t) = rule.output_materialized ? allocate(bytes, kActivations, refs + 1, t) : -1;
   }
   if (!quiet_) sample_op(pass, op, block);
   if (saving) {
     std::vector<int> saved;
-    for (std::size_t i = 0; i < op.inputs.size(); ++i)
-      if ((rule.saved_inputs & (1u << i)) && !silu_input_recomputed(op, op.inputs[i])) save(op.inputs[i], saved);
-    for (std::size_t i = 0; i < op.outputs.size(); ++i)
-      if (rule.saved_outputs & (1u << i)) save(op.outputs[i], saved);
+    if (stacking_residuals_ && pass == Pass::forward) {
+      stack_residuals(id);
+    } else {
+      for (std::size_t i = 0; i < op.inputs.size(); ++i)
+        if ((rule.saved_inputs & (1u << i)) && !silu_input_recomputed(op, op.inputs[i])) save(op.inputs[i], saved);
+      for (std::size_t i = 0; i < op.outputs.size(); ++i)
+        if (rule.saved_outputs & (1u << i)) save(op.outputs[i], saved);
+    }
     saved_.push_back(std::move(saved));
   }
   // A fused op reads its inputs when its consumer runs (release_input()).
@@ -310,6 +318,77 @@ void MemoryMachine::save(TensorId t, std::vector<int>& saved) {
   if (b < 0 || tensor(t).role != TensorRole::activation) return;
   retain(b);
   saved.push_back(b);
+}
+
+// ---- a rollout without step checkpoints (J11) -------------------------------
+
+// An op is loop-invariant when it reads only parameters, model inputs
+// that more than one step reads (the graph's constant features and
+// indices: a step's own inputs are read in that step alone) and outputs
+// of loop-invariant ops. JAX hoists such ops' residuals out of the loop.
+void MemoryMachine::stack_linearization_residuals() {
+  stacking_residuals_ = true;
+  tensor_stacked_.assign(g_.tensors().size(), 0);
+  std::vector<int> step_reading(g_.tensors().size(), -1);  // -2: several steps
+  for (const Op& op : g_.ops())
+    for (TensorId t : op.inputs) {
+      int& s = step_reading[static_cast<std::size_t>(t)];
+      s = s == -1 || s == op.step ? op.step : -2;
+    }
+  loop_invariant_.assign(g_.ops().size(), 0);
+  for (std::size_t i = 0; i < g_.ops().size(); ++i) {
+    const Op& op = g_.ops()[i];
+    bool invariant = true;
+    for (TensorId t : op.inputs) {
+      const Tensor& x = tensor(t);
+      if (x.role == TensorRole::parameter) continue;
+      if (x.role == TensorRole::input)
+        invariant = invariant && step_reading[static_cast<std::size_t>(t)] == -2;
+      else
+        invariant = invariant && loop_invariant_[static_cast<std::size_t>(g_.producer(t))];
+    }
+    loop_invariant_[i] = invariant;
+  }
+}
+
+bool MemoryMachine::hoisted(OpId id, Pass pass) const {
+  return stacking_residuals_ && pass == Pass::forward && g_.op(id).step > 0 &&
+         loop_invariant_[static_cast<std::size_t>(id)];
+}
+
+void MemoryMachine::release_stacked_residuals() {
+  for (int b : stacked_) release(b);
+  stacked_.clear();
+}
+
+// One op's residuals, one buffer; nothing for a loop-invariant op after the
+// first step (the hoisted residuals are the first step's). An activation
+// two ops keep is stacked once. Not a compiler-recomputable buffer: XLA's
+// rematerialisation does not reach into a loop's stacked outputs.
+void MemoryMachine::stack_residuals(OpId id) {
+  if (hoisted(id, Pass::forward)) return;
+  const Op& op = g_.op(id);
+  const OpMemoryRule::LinearizationResiduals& r = profile_.rule(op.kind).linearization;
+  const std::int64_t value_bytes = element_bytes(g_.run().dtype);
+  auto values = [](const Tensor& t) { return t.rows * t.cols; };
+  std::int64_t bytes = 0;
+  for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+    const TensorId t = op.inputs[i];
+    if (!(r.inputs & (1u << i)) || tensor(t).role != TensorRole::activation) continue;
+    if (tensor_stacked_[static_cast<std::size_t>(t)]) continue;
+    tensor_stacked_[static_cast<std::size_t>(t)] = 1;
+    bytes += values(tensor(t)) * value_bytes;
+  }
+  if (r.output_copies > 0) bytes += r.output_copies * values(tensor(op.outputs.front())) * value_bytes;
+  if (r.float32_input_copies > 0 || r.float32_per_row > 0) {
+    const Tensor& in = tensor(op.inputs.front());
+    bytes += r.float32_input_copies * values(in) * 4 + r.float32_per_row * in.rows * 4;
+  }
+  if (bytes == 0) return;
+  const int b = allocate(bytes, kActivations, 1);
+  buffer(b).tensor = op.outputs.front();  // names the buffer in diagnostics
+  buffer(b).stacked = true;
+  stacked_.push_back(b);
 }
 
 // B blocks, each a checkpoint over the edge update, then the concat.

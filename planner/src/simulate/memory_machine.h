@@ -52,6 +52,7 @@ class MemoryMachine {
     Category category = kActivations;
     TensorId tensor = -1;                // what it holds or is the gradient of, for diagnostics (-1: scratch)
     bool compiler_recomputable = false;  // an activation the compiler may recompute (OpMemoryRule)
+    bool stacked = false;                // residuals a rollout's loop stacks (J11), named after their op
   };
 
   // ---- hooks ----
@@ -100,6 +101,13 @@ class MemoryMachine {
   void count_uses(const std::vector<Item>& items, std::int64_t repeat);
   bool made_here(TensorId t) const { return produced_in_[static_cast<std::size_t>(t)] == context_; }
 
+  // ---- a rollout without step checkpoints (J11) ----
+  // From now on the forward pass's ops outside every checkpoint stack
+  // their linearization residuals (OpMemoryRule::linearization), held until
+  // release_stacked_residuals(), instead of keeping what they save.
+  void stack_linearization_residuals();
+  void release_stacked_residuals();
+
   // ---- execution ----
   // `saving`: ops keep what the framework keeps for backward (false inside
   // a checkpoint during the forward pass).
@@ -143,6 +151,11 @@ class MemoryMachine {
   double block_scale(const Op& op, std::int64_t block_rows) const;
   void forward_op(OpId id, bool saving, std::int64_t block_rows, int block, Pass pass);
   void save(TensorId t, std::vector<int>& saved);
+  void stack_residuals(OpId id);
+  // In the forward pass of a rollout that stacks residuals: a
+  // loop-invariant op after the first step, whose output and residuals are
+  // the first step's (JAX and XLA hoist it out of the loop).
+  bool hoisted(OpId id, Pass pass) const;
   bool silu_input_recomputed(const Op& op, TensorId input) const;
   std::vector<int> hold_loop_body_step_inputs(const Item& step);
   void release_input(TensorId t);
@@ -171,6 +184,11 @@ class MemoryMachine {
     std::int64_t blocks = 1;
   };
   std::vector<Kept> kept_inputs_;
+  // stack_linearization_residuals(): the stacks, the activations already
+  // in them, and the ops that read only what every step shares.
+  bool stacking_residuals_ = false;
+  std::vector<int> stacked_;
+  std::vector<char> tensor_stacked_, loop_invariant_;
   // Blocks' input gradients held until the blocks' backward is done
   // (MemoryProfile::block_input_gradients_held), innermost blocks last.
   std::vector<int> held_block_gradients_;

@@ -43,8 +43,6 @@ nlohmann::json to_json(const Report& r) {
                      {"recompute_overhead", r.recompute_overhead()},
                      {"step_time_s", r.step_time_s},
                      {"peak_at", to_json(r.peak_at)}};
-  // Written only when false, so that every modelled report keeps its form.
-  if (!r.memory_modelled) out["memory_modelled"] = false;
   return out;
 }
 

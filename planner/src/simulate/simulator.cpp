@@ -32,12 +32,14 @@ class Simulation : detail::MemoryMachine {
         device_(device),
         schedule_(build_schedule(graph, plan)),
         options_(options),
-        capture_at_(capture_at),
-        memory_modelled_(memory_modelled(graph.run(), plan)) {
+        capture_at_(capture_at) {
     flops_per_s_ = detail::flops_per_second(graph.run(), device);
     static_ = detail::static_breakdown(graph, device, profile_, scanned());
     // A timeline has a row per op of every block.
     bulk_equal_blocks_ = !options.record_timeline;
+    const RunOptions& run = graph.run();
+    if (profile_.scan_stacks_linearization_residuals && run.rollout > 1 && !plan.step_checkpoint)
+      stack_linearization_residuals();
   }
 
   // Whether the rollout runs as XLA's scanned loop: every step a loop body.
@@ -83,6 +85,7 @@ class Simulation : detail::MemoryMachine {
     for (const Op& op : g_.ops()) seed_gradients(op);
     for (int b : losses_) release(b);
     backward(schedule_.items, 0, -1);
+    release_stacked_residuals();
     for (int b : around_loops) release(b);
     phase_peak_dynamic_ = peak_dynamic_;
 
@@ -97,9 +100,7 @@ class Simulation : detail::MemoryMachine {
     r.peak_bytes = peak_breakdown_.total();
     r.peak_at = peak_at_;
     r.compiler_floor_bytes = static_.total() + floor_dynamic_;
-    r.memory_modelled = memory_modelled_;
-    r.fits = r.memory_modelled &&
-             (r.peak_bytes <= budget_bytes || r.compiler_floor_bytes <= compiler_remat_limit(budget_bytes));
+    r.fits = r.peak_bytes <= budget_bytes || r.compiler_floor_bytes <= compiler_remat_limit(budget_bytes);
     r.forward_flops = cost_.forward_flops;
     r.backward_flops = cost_.backward_flops;
     r.recompute_flops = cost_.recompute_flops;
@@ -216,16 +217,11 @@ class Simulation : detail::MemoryMachine {
     double forward_flops = 0, backward_flops = 0, recompute_flops = 0, time_s = 0;
   };
   Cost cost_, block_mark_;
-  bool memory_modelled_;
   std::vector<std::int64_t> loop_body_starts_;
   std::int64_t optimizer_bytes_ = 0;
 };
 
 }  // namespace
-
-bool memory_modelled(const RunOptions& run, const Plan& plan) {
-  return run.framework != Framework::jax || run.rollout == 1 || plan.step_checkpoint;
-}
 
 Report simulate(const CostGraph& graph, const Device& device, std::int64_t budget_bytes, const Plan& plan,
                 const SimulationOptions& options) {

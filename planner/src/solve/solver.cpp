@@ -127,10 +127,10 @@ std::vector<detail::Candidate> loop_body_plans(const CostGraph& graph, const Dev
 // with an exact peak no higher is no slower; a bound cannot drop a plan, it
 // does not say how high its own peak goes.
 std::vector<detail::Candidate> frontier_of(const CostGraph& graph, const Device& device, const SolverOptions& options) {
-  // Only plans whose memory actmem models (memory_modelled(): JAX at
-  // rollout > 1 checkpoints every step).
+  // JAX at rollout > 1: only step-checkpointed plans
+  // (detail::chain_model_covers_unstepped_plans).
   std::vector<detail::Candidate> all;
-  if (memory_modelled(graph.run(), empty_plan(graph.stages()))) {
+  if (detail::chain_model_covers_unstepped_plans(graph)) {
     detail::ChainModel model(graph, device);
     all = detail::search_frontier(model, space_of(options));
     if (graph.run().rollout == 1) return all;

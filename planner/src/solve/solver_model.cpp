@@ -15,6 +15,12 @@ enum Kind { kPlain, kRegionForward, kRecomputePlain, kRecomputeInInner, kInnerRe
 
 }  // namespace
 
+bool chain_model_covers_unstepped_plans(const CostGraph& graph) {
+  const RunOptions& run = graph.run();
+  return run.rollout == 1 ||
+         !memory_profile(run.framework, run.dtype, graph.model().implementation).scan_stacks_linearization_residuals;
+}
+
 LoopBody loop_body_of(const CostGraph& graph, const Device& device) {
   const std::int64_t rollout = graph.run().rollout;
   Plan reference = empty_plan(graph.stages());

@@ -35,6 +35,20 @@ struct OpMemoryRule {
   // live anyway (XLA:TPU's rematerialisation recomputes gathers, SiLU and
   // residual adds; docs/cost-model.md, J7).
   bool compiler_recomputable = false;
+  // What JAX's linearization of the op keeps, its residuals as the jaxpr
+  // names them before XLA fuses anything, which the forward loop of a
+  // rollout without step checkpoints stacks for the ops outside every
+  // checkpoint (docs/cost-model.md J11): the activation inputs in
+  // `inputs`, each a buffer of its own in the activation dtype (a fused
+  // concatenation too); `output_copies` more of output 0's size; float32
+  // buffers of input 0's shape (`float32_input_copies`) and
+  // `float32_per_row` float32 values per row of input 0.
+  struct LinearizationResiduals {
+    std::uint32_t inputs = 0;
+    int output_copies = 0;
+    int float32_input_copies = 0;
+    int float32_per_row = 0;
+  } linearization;
 };
 
 struct MemoryProfile {
@@ -106,6 +120,12 @@ struct MemoryProfile {
   // (the frames argument) in the activation dtype besides the later
   // steps' carries (J20).
   bool scanned_loop_holds_first_carry = false;
+  // A rollout without step checkpoints runs as a scanned loop whose
+  // forward stacks the linearization residuals (OpMemoryRule) of the ops
+  // outside every checkpoint, once for ops that read only what every step
+  // shares (hoisted out of the loop), and holds them to the end of the
+  // backward loop (J11).
+  bool scan_stacks_linearization_residuals = false;
 
   const OpMemoryRule& rule(OpKind kind) const { return rules[static_cast<int>(kind)]; }
 };

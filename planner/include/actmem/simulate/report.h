@@ -67,10 +67,6 @@ struct Report {
   // fits holds when peak_bytes is within the budget, or this is within the
   // compiler's limit.
   std::int64_t compiler_floor_bytes = 0;
-  // false: actmem does not model this plan's memory on this run
-  // (memory_modelled(), simulator.h), so peak_bytes is not a prediction it
-  // vouches for and fits is false.
-  bool memory_modelled = true;
   double forward_flops = 0;
   double backward_flops = 0;
   double recompute_flops = 0;

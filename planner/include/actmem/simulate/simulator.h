@@ -32,14 +32,6 @@ struct SimulationOptions {
   bool record_peak_buffers = false;
 };
 
-// Whether actmem models the memory of `plan` on `run`. Not for JAX at
-// rollout > 1 without step checkpoints: XLA's scanned rollout then stacks
-// JAX's own residuals of every stage outside a checkpoint, not XLA's fused
-// ones (docs/cost-model.md J11; measured up to 2.4 times the prediction).
-// The solver offers only modelled plans; simulate() of another reports
-// memory_modelled false and never fits.
-bool memory_modelled(const RunOptions& run, const Plan& plan);
-
 // Simulates one training step. `budget_bytes` is what fits is judged
 // against (usually device.memory_bytes; the device's reserve is part of the
 // predicted peak). The plan must have been made for graph.stages():
