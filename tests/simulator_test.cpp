@@ -410,4 +410,35 @@ TEST_SUITE("simulator") {
     CHECK(total(two) - 2 * per_step > 0);  // the hoisted embeddings' residuals
     CHECK(stacked(2, true).empty());
   }
+
+  TEST_CASE(
+      "simulator: under JAX a rollout without step checkpoints holds its linears' output gradients to the end "
+      "of the step's backward (J11)") {
+    // XLA's backward loop computes the weight gradients (loop carries)
+    // after the rest of the step's backward: at the peak, in the encoder's
+    // backward of the last step, every processor step's two edge-MLP output
+    // gradients are still live; with every stage checkpointed none is.
+    const ModelDescription m = testing::tiny_model();
+    RunOptions run;
+    run.framework = Framework::jax;
+    run.dtype = DType::bfloat16;
+    run.rollout = 2;
+    const CostGraph g = CostGraph::build(m, run);
+    auto held = [&](const Plan& plan) {
+      SimulationOptions options;
+      options.record_peak_buffers = true;
+      const Device device = load_device("tpu-v4");
+      const Report r = simulate(g, device, device.memory_bytes, plan, options);
+      int count = 0;
+      for (const PeakBuffer& b : r.live_at_peak)
+        if (b.category == "gradients" && b.tensor.starts_with("step1.processor.") &&
+            b.tensor.find(".edge_mlp.linear") != std::string::npos)
+          ++count;
+      return std::pair{r.peak_at.stage, count};
+    };
+    const auto [stage, unplanned] = held(empty_plan(g.stages()));
+    CHECK(stage == "encoder");
+    CHECK(unplanned == 2 * m.processor_steps);
+    CHECK(held(builtin(g, "full")).second == 0);
+  }
 }

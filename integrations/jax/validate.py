@@ -119,11 +119,6 @@ KNOWN_GAPS = {
                               "well gives +3.1% here but -7.6% for graphcast-small's float32 DeepMind plan; "
                               "not applied",
     "mid deepmind:4 r1 float32 b1": "+6.1%, over: as mid none r1 float32 (J13); +2.4% with that rule",
-    "graphcast-small none r2 bfloat16 b1": "-9.9%, under: actmem's stacked residuals are JAX's to 0.1% (J11), "
-                                           "but XLA's backward loop body holds more than actmem's backward "
-                                           "(in mid none r2 1.72 GiB at its peak against 0.56); not located",
-    "mid none r2 bfloat16 b1": "-7.4%, under: as graphcast-small none r2 (J11); at rollout 4 the same 1.2 GiB "
-                               "is -4.2%",
     "mid deepmind:4 r2 float32 b2": "-12.2%, under: batch 2 only (batch 1 -1.9%; batch 2 with step checkpoints "
                                     "+4.9%); J11's stacks are small here (regions' inputs); not located",
 }

@@ -459,15 +459,36 @@ int MemoryMachine::skip_forward_blocks(const Item& item, std::int64_t block_rows
 
 // ---- backward -----------------------------------------------------------------
 
+// In a rollout that stacks residuals (J11), the step's backward ends where
+// the items of the step before begin: the output gradients its linears
+// outside every checkpoint held for their weight gradients are let go.
 void MemoryMachine::backward(const std::vector<Item>& items, std::int64_t block_rows, int block) {
+  const bool top_level = stacking_residuals_ && region_depth_ == 0 && block_rows == 0;
+  int step = -1;
   for (auto it = items.rbegin(); it != items.rend(); ++it) {
     const Item& item = *it;
+    if (top_level) {
+      const int item_step = g_.op(first_op(item)).step;
+      if (item_step != step) release_weight_gradient_operands();
+      step = item_step;
+    }
     switch (item.kind) {
       case Item::Kind::op: backward_op(item.op, block_rows, block); break;
       case Item::Kind::region: backward_region(item, 0, block); break;
       case Item::Kind::blocks: backward_blocks(item); break;
     }
   }
+  if (top_level) release_weight_gradient_operands();
+}
+
+OpId MemoryMachine::first_op(const Item& item) {
+  if (item.kind == Item::Kind::op) return item.op;
+  return item.kind == Item::Kind::blocks ? item.first_op : first_op(item.children.front());
+}
+
+void MemoryMachine::release_weight_gradient_operands() {
+  for (int b : held_weight_gradient_operands_) release(b);
+  held_weight_gradient_operands_.clear();
 }
 
 // Recompute the region's forward keeping what backward needs, then
@@ -818,8 +839,19 @@ void MemoryMachine::backward_op(OpId id, std::int64_t block_rows, int block) {
     live_[kWorkspace] -= transient;
     for (const Contribution& c : contributions_) accumulate(c);
   }
+  // XLA's backward loop of a rollout that stacks residuals computes the
+  // weight gradients of the linears outside every checkpoint (loop carries)
+  // after the rest of the step's backward, holding their output gradients
+  // until then (J11).
+  const bool weight_gradient_later =
+      stacking_residuals_ && op.kind == OpKind::linear && region_depth_ == 0 && block_rows == 0;
   for (TensorId t : op.outputs) {
-    if (grad(t) >= 0) release(grad(t));
+    if (grad(t) >= 0) {
+      if (weight_gradient_later)
+        held_weight_gradient_operands_.push_back(grad(t));
+      else
+        release(grad(t));
+    }
     grad(t) = -1;
   }
   for (int b : saved) release(b);

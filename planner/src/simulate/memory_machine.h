@@ -104,7 +104,9 @@ class MemoryMachine {
   // ---- a rollout without step checkpoints (J11) ----
   // From now on the forward pass's ops outside every checkpoint stack
   // their linearization residuals (OpMemoryRule::linearization), held until
-  // release_stacked_residuals(), instead of keeping what they save.
+  // release_stacked_residuals(), instead of keeping what they save; in the
+  // backward pass the linears among them hold their output gradients to
+  // the end of their step's backward.
   void stack_linearization_residuals();
   void release_stacked_residuals();
 
@@ -156,6 +158,8 @@ class MemoryMachine {
   // loop-invariant op after the first step, whose output and residuals are
   // the first step's (JAX and XLA hoist it out of the loop).
   bool hoisted(OpId id, Pass pass) const;
+  static OpId first_op(const Item& item);
+  void release_weight_gradient_operands();
   bool silu_input_recomputed(const Op& op, TensorId input) const;
   std::vector<int> hold_loop_body_step_inputs(const Item& step);
   void release_input(TensorId t);
@@ -189,6 +193,7 @@ class MemoryMachine {
   bool stacking_residuals_ = false;
   std::vector<int> stacked_;
   std::vector<char> tensor_stacked_, loop_invariant_;
+  std::vector<int> held_weight_gradient_operands_;  // output gradients of the step's linears
   // Blocks' input gradients held until the blocks' backward is done
   // (MemoryProfile::block_input_gradients_held), innermost blocks last.
   std::vector<int> held_block_gradients_;

@@ -124,7 +124,9 @@ struct MemoryProfile {
   // forward stacks the linearization residuals (OpMemoryRule) of the ops
   // outside every checkpoint, once for ops that read only what every step
   // shares (hoisted out of the loop), and holds them to the end of the
-  // backward loop (J11).
+  // backward loop, whose body computes those linears' weight gradients
+  // after the rest of the step's backward, holding their output gradients
+  // until then (J11).
   bool scan_stacks_linearization_residuals = false;
 
   const OpMemoryRule& rule(OpKind kind) const { return rules[static_cast<int>(kind)]; }
