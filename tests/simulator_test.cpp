@@ -27,6 +27,23 @@ Report run_plan(const CostGraph& g, const Plan& plan, bool timeline = false) {
 
 Plan builtin(const CostGraph& g, const char* name) { return builtin_plan(name, g.chain()); }
 
+RunOptions jax(DType dtype, std::int64_t rollout = 1, std::int64_t batch = 1) {
+  RunOptions run;
+  run.framework = Framework::jax;
+  run.dtype = dtype;
+  run.rollout = rollout;
+  run.batch = batch;
+  return run;
+}
+
+// The plan's report on a TPU v4, with the buffers live at its peak.
+Report with_peak_buffers(const CostGraph& g, const Plan& plan) {
+  SimulationOptions options;
+  options.record_peak_buffers = true;
+  const Device device = load_device("tpu-v4");
+  return simulate(g, device, device.memory_bytes, plan, options);
+}
+
 }  // namespace
 
 TEST_SUITE("simulator") {
@@ -278,14 +295,8 @@ TEST_SUITE("simulator") {
     // processor 2's recomputation (where it stood before J18).
     nlohmann::json model = testing::tiny_model_json();
     model["mesh_edges"] = 60000;
-    RunOptions run;
-    run.framework = Framework::jax;
-    run.dtype = DType::float32;
-    const CostGraph g = CostGraph::build(model_from_json(model, "tiny.json"), run);
-    SimulationOptions options;
-    options.record_peak_buffers = true;
-    const Device device = load_device("tpu-v4");
-    const Report r = simulate(g, device, device.memory_bytes, builtin(g, "full"), options);
+    const CostGraph g = CostGraph::build(model_from_json(model, "tiny.json"), jax(DType::float32));
+    const Report r = with_peak_buffers(g, builtin(g, "full"));
     REQUIRE_FALSE(r.live_at_peak.empty());
     CHECK(r.peak_at.stage == "processor.3");
     std::int64_t concat_gradients = 0;
@@ -307,11 +318,7 @@ TEST_SUITE("simulator") {
     // (2 × 5 channels here) in bfloat16 (J20). Float32 runs were read for
     // neither J19 nor J20.
     const ModelDescription m = testing::tiny_model();
-    RunOptions run;
-    run.framework = Framework::jax;
-    run.dtype = DType::bfloat16;
-    run.batch = 2;
-    run.rollout = 2;
+    const RunOptions run = jax(DType::bfloat16, 2, 2);
     const std::int64_t one_step = m.grid_nodes * run.batch * m.grid_input_features * 2;
     auto first_row = [&](const RunOptions& r, bool step_checkpoint) {
       const CostGraph g = CostGraph::build(m, r);
@@ -339,14 +346,8 @@ TEST_SUITE("simulator") {
     // checkpointed the peak, in the output MLP's backward, holds every
     // other MLP's saved tensors.
     auto silu_and_hidden_at_peak = [](DType dtype) {
-      RunOptions run;
-      run.framework = Framework::jax;
-      run.dtype = dtype;
-      const CostGraph g = CostGraph::build(testing::tiny_model(2), run);
-      SimulationOptions options;
-      options.record_peak_buffers = true;
-      const Device device = load_device("tpu-v4");
-      const Report r = simulate(g, device, device.memory_bytes, empty_plan(g.stages()), options);
+      const CostGraph g = CostGraph::build(testing::tiny_model(2), jax(dtype));
+      const Report r = with_peak_buffers(g, empty_plan(g.stages()));
       std::pair<int, int> counts{0, 0};
       for (const PeakBuffer& b : r.live_at_peak) {
         if (b.category != "activations") continue;
@@ -377,18 +378,11 @@ TEST_SUITE("simulator") {
     const ModelDescription m = testing::tiny_model();
     const std::int64_t e = m.mesh_edges, l = m.latent_size;
     auto stacked = [&](std::int64_t rollout, bool step_checkpoint) {
-      RunOptions run;
-      run.framework = Framework::jax;
-      run.dtype = DType::bfloat16;
-      run.rollout = rollout;
-      const CostGraph g = CostGraph::build(m, run);
+      const CostGraph g = CostGraph::build(m, jax(DType::bfloat16, rollout));
       Plan plan = empty_plan(g.stages());
       plan.step_checkpoint = step_checkpoint;
-      SimulationOptions options;
-      options.record_peak_buffers = true;
-      const Device device = load_device("tpu-v4");
       std::map<std::string, std::int64_t> by_op;
-      for (const PeakBuffer& b : simulate(g, device, device.memory_bytes, plan, options).live_at_peak)
+      for (const PeakBuffer& b : with_peak_buffers(g, plan).live_at_peak)
         if (b.tensor.starts_with("residuals stacked by ")) by_op[b.tensor.substr(21)] += b.bytes;
       return by_op;
     };
@@ -419,16 +413,9 @@ TEST_SUITE("simulator") {
     // backward of the last step, every processor step's two edge-MLP output
     // gradients are still live; with every stage checkpointed none is.
     const ModelDescription m = testing::tiny_model();
-    RunOptions run;
-    run.framework = Framework::jax;
-    run.dtype = DType::bfloat16;
-    run.rollout = 2;
-    const CostGraph g = CostGraph::build(m, run);
+    const CostGraph g = CostGraph::build(m, jax(DType::bfloat16, 2));
     auto held = [&](const Plan& plan) {
-      SimulationOptions options;
-      options.record_peak_buffers = true;
-      const Device device = load_device("tpu-v4");
-      const Report r = simulate(g, device, device.memory_bytes, plan, options);
+      const Report r = with_peak_buffers(g, plan);
       int count = 0;
       for (const PeakBuffer& b : r.live_at_peak)
         if (b.category == "gradients" && b.tensor.starts_with("step1.processor.") &&
