@@ -354,7 +354,8 @@ def test_actmem_stacks_what_jax_s_rollout_stacks(rollout, capsys):
     ...", all live at the peak in the backward loop) are what JAX's traced
     step stacks over the steps and hoists out of the loop, to 0.1% (JAX also
     keeps each gather's int32 index and the per-step loss, which actmem
-    does not stack)."""
+    does not stack, and the grid input, which actmem holds through the step
+    instead, J19)."""
     import scan_residuals
     model = os.path.join(HERE, "models", "mid.json")
     assert scan_residuals.main(["--model", model, "--rollout", str(rollout), "--json"]) == 0

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "simulate/edge_block_backward.h"
+#include "simulate/step_costs.h"
 
 namespace actmem::detail {
 
@@ -363,8 +364,10 @@ void MemoryMachine::release_stacked_residuals() {
 
 // One op's residuals, one buffer; nothing for a loop-invariant op after the
 // first step (the hoisted residuals are the first step's). An activation
-// two ops keep is stacked once. Not a compiler-recomputable buffer: XLA's
-// rematerialisation does not reach into a loop's stacked outputs.
+// two ops keep is stacked once, and a step's grid input that the step holds
+// anyway (J19, static_breakdown()) is not stacked again. Not a
+// compiler-recomputable buffer: XLA's rematerialisation does not reach into
+// a loop's stacked outputs.
 void MemoryMachine::stack_residuals(OpId id) {
   if (hoisted(id, Pass::forward)) return;
   const Op& op = g_.op(id);
@@ -376,6 +379,7 @@ void MemoryMachine::stack_residuals(OpId id) {
     const TensorId t = op.inputs[i];
     if (!(r.inputs & (1u << i)) || tensor(t).role != TensorRole::activation) continue;
     if (tensor_stacked_[static_cast<std::size_t>(t)]) continue;
+    if (profile_.grid_input_held_through_step && assembles_grid_input(g_, g_.op(g_.producer(t)))) continue;
     tensor_stacked_[static_cast<std::size_t>(t)] = 1;
     bytes += values(tensor(t)) * value_bytes;
   }

@@ -13,19 +13,23 @@
 
 namespace actmem::detail {
 
+// Whether `op` assembles a step's grid input before the network: a
+// concatenation of a model input with other parts.
+inline bool assembles_grid_input(const CostGraph& graph, const Op& op) {
+  return op.kind == OpKind::concat && std::any_of(op.inputs.begin(), op.inputs.end(), [&](TensorId t) {
+           return graph.tensor(t).role == TensorRole::input;
+         });
+}
+
 // Bytes of the grid inputs the framework assembles before the network and
-// holds through the step (MemoryProfile::grid_input_held_through_step):
-// each step's concatenation of an input with other parts, in the
-// activation dtype. None in a scanned rollout, whose loop body holds its
-// own step's instead (J14).
+// holds through the step (MemoryProfile::grid_input_held_through_step),
+// in the activation dtype. None in a scanned rollout, whose loop body
+// holds its own step's instead (J14).
 inline std::int64_t held_grid_input_bytes(const CostGraph& graph, const MemoryProfile& profile, bool scanned) {
   if (!profile.grid_input_held_through_step || scanned) return 0;
   std::int64_t bytes = 0;
-  for (const Op& op : graph.ops()) {
-    const bool reads_input = std::any_of(op.inputs.begin(), op.inputs.end(),
-                                         [&](TensorId t) { return graph.tensor(t).role == TensorRole::input; });
-    if (op.kind == OpKind::concat && reads_input) bytes += graph.tensor(op.outputs.front()).bytes();
-  }
+  for (const Op& op : graph.ops())
+    if (assembles_grid_input(graph, op)) bytes += graph.tensor(op.outputs.front()).bytes();
   return bytes;
 }
 
