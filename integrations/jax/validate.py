@@ -127,7 +127,8 @@ KNOWN_GAPS = {
                                               "another; holding region linears' output gradients to the step's end "
                                               "gives -6.0% here but +24% to +40% on DeepMind's plans (J11)",
     "mid deepmind:4 r2 float32 b2": "-12.2%, under: batch 2 only (batch 1 -1.9%; batch 2 with step checkpoints "
-                                    "+4.9%); J11's stacks are small here (regions' inputs); not located",
+                                    "+4.9%): XLA's loop body copies the mesh edge embedding's hoisted float32 "
+                                    "LayerNorm intermediates into another layout (0.94 GiB, J11); not modelled",
 }
 
 
