@@ -37,9 +37,7 @@ class Simulation : detail::MemoryMachine {
     static_ = detail::static_breakdown(graph, device, profile_, scanned());
     // A timeline has a row per op of every block.
     bulk_equal_blocks_ = !options.record_timeline;
-    const RunOptions& run = graph.run();
-    if (profile_.scan_stacks_linearization_residuals && run.rollout > 1 && !plan.step_checkpoint)
-      stack_linearization_residuals();
+    if (profile_.stacks_linearization_residuals(graph.run(), plan.step_checkpoint)) stack_linearization_residuals();
   }
 
   // Whether the rollout runs as XLA's scanned loop: every step a loop body.

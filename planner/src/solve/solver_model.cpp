@@ -17,8 +17,8 @@ enum Kind { kPlain, kRegionForward, kRecomputePlain, kRecomputeInInner, kInnerRe
 
 bool chain_model_covers_unstepped_plans(const CostGraph& graph) {
   const RunOptions& run = graph.run();
-  return run.rollout == 1 ||
-         !memory_profile(run.framework, run.dtype, graph.model().implementation).scan_stacks_linearization_residuals;
+  return !memory_profile(run.framework, run.dtype, graph.model().implementation)
+              .stacks_linearization_residuals(run, /*step_checkpoint=*/false);
 }
 
 LoopBody loop_body_of(const CostGraph& graph, const Device& device) {

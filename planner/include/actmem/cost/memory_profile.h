@@ -129,6 +129,12 @@ struct MemoryProfile {
   // until then (J11).
   bool scan_stacks_linearization_residuals = false;
 
+  // Whether a run's forward pass stacks those residuals: a rollout without
+  // a checkpoint around each step, under such a profile.
+  bool stacks_linearization_residuals(const RunOptions& run, bool step_checkpoint) const {
+    return scan_stacks_linearization_residuals && run.rollout > 1 && !step_checkpoint;
+  }
+
   const OpMemoryRule& rule(OpKind kind) const { return rules[static_cast<int>(kind)]; }
 };
 
