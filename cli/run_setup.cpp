@@ -30,6 +30,11 @@ void RunSetup::add_options(CLI::App& app, bool batch_and_rollout) {
          "activation dtype: float32 or bfloat16")
       ->default_str(to_string(run.dtype));
   app.add_option_function<std::string>(
+         "--autocast", [this](const std::string& v) { run.autocast = parse_autocast(v, "--autocast"); },
+         "PyTorch bfloat16 only: whose torch.autocast lists the step follows, cuda (GPUs, ROCm's too: "
+         "LayerNorm in float32) or cpu")
+      ->default_str(to_string(run.autocast));
+  app.add_option_function<std::string>(
          "--optimizer", [this](const std::string& v) { run.optimizer = parse_optimizer(v, "--optimizer"); },
          "adam or sgd")
       ->default_str(to_string(run.optimizer));
@@ -137,6 +142,7 @@ Target RunSetup::target(const std::optional<PlanDocument>& document, const CLI::
     if (!given("--dtype")) options.dtype = r.dtype;
     if (!given("--framework")) options.framework = r.framework;
     if (!given("--optimizer")) options.optimizer = r.optimizer;
+    if (!given("--autocast")) options.autocast = r.autocast;
     if (!given("--batch")) options.batch = r.batch;
     if (!given("--rollout")) options.rollout = r.rollout;
   }

@@ -17,6 +17,10 @@
 // the edge MLP's input (edge_update_concat / edge_update_concat_trick), the
 // encoder's embedding order (encoder_embeddings) and its grid-node update
 // (encoder_grid_node_update). What each op keeps is the memory profile's.
+#include <algorithm>
+#include <initializer_list>
+#include <span>
+
 #include <fmt/format.h>
 
 #include "actmem/cost/cost_graph.h"
@@ -33,7 +37,8 @@ class GraphCastBuilder {
         run_(run),
         b_(m, run, stage_chain(m)),
         act_bytes_(element_bytes(run.dtype)),
-        autocast_(run.framework == Framework::pytorch && run.dtype != DType::float32) {}
+        autocast_(autocasts(run)),
+        float32_layer_norm_(autocast_ && run.autocast == Autocast::cuda) {}
 
   CostGraph build() {
     const StepInputs in = run_.framework == Framework::jax ? jax_inputs() : pytorch_inputs();
@@ -204,6 +209,18 @@ class GraphCastBuilder {
     return y;
   }
   double rows_cols(TensorId t) const { return static_cast<double>(tensor(t).rows * tensor(t).cols); }
+  // Bytes per element of an op's result from these activations: under
+  // autocast an op outside its lists runs in its inputs' widest dtype
+  // (float32 latents stay float32); otherwise the activation dtype.
+  int result_bytes(std::span<const TensorId> inputs) const {
+    if (!autocast_) return act_bytes_;
+    int bytes = 0;
+    for (TensorId t : inputs) bytes = std::max(bytes, tensor(t).element_bytes);
+    return bytes;
+  }
+  int result_bytes(std::initializer_list<TensorId> inputs) const {
+    return result_bytes(std::span<const TensorId>(inputs.begin(), inputs.size()));
+  }
   const Tensor& tensor(TensorId t) const { return b_.tensor(t); }
 
   // `split_first`: the first layer's weight as one [L, L] part per input of
@@ -304,13 +321,14 @@ class GraphCastBuilder {
   TensorId mlp_after_first_linear(const std::string& name, TensorId h, const MlpParameters& p) {
     const std::int64_t rows = tensor(h).rows;
     for (std::size_t layer = 1; layer < p.layers.size(); ++layer) {
-      const TensorId s = activation(fmt::format("{}.silu{}", name, layer - 1), rows, tensor(h).cols, act_bytes_);
+      const TensorId s = activation(fmt::format("{}.silu{}", name, layer - 1), rows, tensor(h).cols, result_bytes({h}));
       emit(OpKind::silu, fmt::format("{}.silu{}", name, layer - 1), {h}, {s}, 4.0 * rows_cols(h), 8.0 * rows_cols(h));
       const auto [w, bias] = p.layers[layer];
       h = linear(fmt::format("{}.linear{}", name, layer), s, w, bias, rows);
     }
     if (p.ln_scale < 0) return h;
-    const TensorId y = activation(name + ".layer_norm", rows, tensor(h).cols, act_bytes_);
+    if (float32_layer_norm_) h = cast(name + ".layer_norm.input_cast", h, 4);
+    const TensorId y = activation(name + ".layer_norm", rows, tensor(h).cols, result_bytes({h}));
     const TensorId stats = activation(name + ".layer_norm.stats", rows, 2, 4);
     emit(OpKind::layer_norm, name + ".layer_norm", {h, p.ln_scale, p.ln_offset}, {y, stats}, 8.0 * rows_cols(h),
          16.0 * rows_cols(h));
@@ -318,7 +336,7 @@ class GraphCastBuilder {
   }
 
   TensorId gather(const std::string& name, TensorId source, TensorId index) {
-    const TensorId out = activation(name, tensor(index).rows * run_.batch, tensor(source).cols, act_bytes_);
+    const TensorId out = activation(name, tensor(index).rows * run_.batch, tensor(source).cols, result_bytes({source}));
     emit(OpKind::gather, name, {source, index}, {out}, 0, rows_cols(out));
     return out;
   }
@@ -331,13 +349,13 @@ class GraphCastBuilder {
       cols = 0;
       for (TensorId t : parts) cols += tensor(t).cols;
     }
-    const TensorId out = activation(name, tensor(parts.front()).rows, cols, act_bytes_);
+    const TensorId out = activation(name, tensor(parts.front()).rows, cols, result_bytes(parts));
     emit(OpKind::concat, name, std::move(parts), {out}, 0, 0);
     return out;
   }
 
   TensorId add(const std::string& name, TensorId a, TensorId b) {
-    const TensorId out = activation(name, tensor(a).rows, tensor(a).cols, act_bytes_);
+    const TensorId out = activation(name, tensor(a).rows, tensor(a).cols, result_bytes({a, b}));
     emit(OpKind::add, name, {a, b}, {out}, rows_cols(a), 0);
     return out;
   }
@@ -395,7 +413,7 @@ class GraphCastBuilder {
   // agg = the sum of `messages` per receiver, into zeros (the memory
   // profile says what the implementation's op keeps).
   TensorId aggregate(TensorId messages, const Edges& graph, std::int64_t receiver_nodes, bool float32_sum) {
-    const int sum_bytes = float32_sum ? 4 : act_bytes_;
+    const int sum_bytes = float32_sum ? 4 : result_bytes({messages});
     const TensorId zeros = b_.add_tensor({prefix() + ".aggregate_zeros", receiver_nodes * run_.batch, m_.latent_size,
                                           sum_bytes, TensorRole::activation, false});
     emit(OpKind::zeros, "aggregate_zeros", {}, {zeros}, 0, 0);
@@ -509,6 +527,10 @@ class GraphCastBuilder {
   // PyTorch in bfloat16 means torch.autocast: float32 inputs and loss, casts
   // where a linear reads float32 (docs/pytorch-memory-profile.md).
   bool autocast_;
+  // CUDA's autocast runs LayerNorm in float32, on a float32 copy of its
+  // input: every latent is float32, and so are the gathers, concatenations,
+  // residuals and sums that read them ("CUDA autocast to bfloat16").
+  bool float32_layer_norm_;
   int stage_ = 0;
   int step_ = 0;
   bool in_edge_update_ = false;

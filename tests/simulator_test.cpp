@@ -86,6 +86,7 @@ TEST_SUITE("simulator") {
     // are a workspace of 2 bytes per parameter.
     RunOptions run = pytorch_float32();
     run.dtype = DType::bfloat16;
+    run.autocast = Autocast::cpu;
     const CostGraph g = CostGraph::build(testing::tiny_model(), run);
     const CostGraph g32 = CostGraph::build(testing::tiny_model(), pytorch_float32());
     // The tiny model's float32 figure (the test above): 58,608,000 bytes,
@@ -109,6 +110,40 @@ TEST_SUITE("simulator") {
       if (op.kind == OpKind::linear) CHECK(g.tensor(op.inputs[0]).element_bytes == 2);
     }
     for (const Op& op : g32.ops()) CHECK(op.kind != OpKind::cast);
+  }
+
+  TEST_CASE("simulator: CUDA's autocast runs LayerNorm in float32, so the latents stay float32") {
+    // Measured on an H200, torch 2.11 (docs/pytorch-memory-profile.md, "CUDA
+    // autocast to bfloat16"): LayerNorm reads a float32 copy of its input
+    // (the bfloat16 linear output), which it keeps, and writes float32;
+    // gathers, concatenations, residuals and sums of float32 latents are
+    // float32; each linear keeps a bfloat16 copy of a float32 input.
+    RunOptions run = pytorch_float32();
+    run.dtype = DType::bfloat16;
+    REQUIRE(run.autocast == Autocast::cuda);  // the default: trainers run on GPUs
+    const CostGraph g = CostGraph::build(testing::tiny_model(), run);
+    const CostGraph g32 = CostGraph::build(testing::tiny_model(), pytorch_float32());
+    for (const Op& op : g.ops()) {
+      CAPTURE(op.name);
+      if (op.kind == OpKind::layer_norm) {
+        CHECK(g.op(g.producer(op.inputs[0])).kind == OpKind::cast);
+        CHECK(g.tensor(op.inputs[0]).element_bytes == 4);
+        CHECK(g.tensor(op.outputs[0]).element_bytes == 4);
+      }
+      if (op.kind == OpKind::linear) CHECK(g.tensor(op.inputs[0]).element_bytes == 2);
+      if (op.kind == OpKind::gather || op.kind == OpKind::concat || op.kind == OpKind::scatter_add)
+        CHECK(g.tensor(op.outputs[0]).element_bytes == 4);
+      if (op.kind == OpKind::silu) CHECK(g.tensor(op.outputs[0]).element_bytes == 2);
+    }
+    // Every region keeps its float32 inputs, as in float32, and the loss its
+    // float32 copy and buffer: float32's figure exactly (measured 4,384,768).
+    const std::int64_t full = run_plan(g, builtin(g, "full")).activation_bytes_after_forward;
+    CHECK(full == run_plan(g32, builtin(g32, "full")).activation_bytes_after_forward);
+    CHECK(full == 4'384'000);
+    // CPU's lists keep the latents bfloat16: 2,272,000 (measured there 2,271,680).
+    run.autocast = Autocast::cpu;
+    const CostGraph cpu = CostGraph::build(testing::tiny_model(), run);
+    CHECK(run_plan(cpu, builtin(cpu, "full")).activation_bytes_after_forward == 2'272'000);
   }
 
   TEST_CASE("simulator: nothing leaks — after backward only parameter gradients remain") {

@@ -39,9 +39,10 @@ py::list timeline_rows(const Report& report) {
 }
 
 RunArguments arguments(py::object model, py::object device, py::object memory, py::object budget, py::object batch,
-                       py::object rollout, py::object dtype, py::object framework, py::object optimizer) {
-  return RunArguments{std::move(model), std::move(device), std::move(memory),    std::move(budget),   batch,
-                      rollout,          std::move(dtype),  std::move(framework), std::move(optimizer)};
+                       py::object rollout, py::object dtype, py::object framework, py::object optimizer,
+                       py::object autocast) {
+  return RunArguments{std::move(model), std::move(device),    std::move(memory),    std::move(budget),  batch, rollout,
+                      std::move(dtype), std::move(framework), std::move(optimizer), std::move(autocast)};
 }
 
 // Fills a JSON value by `compute` without the GIL, then converts it to
@@ -66,8 +67,9 @@ SolverOptions solver_options(py::handle nested_regions) {
 
 py::object fits_py(py::object model, py::object device, py::object memory, py::object budget, py::object batch,
                    py::object rollout, py::object dtype, py::object framework, py::object optimizer,
-                   py::object nested_regions) {
-  const Target t = target_from(arguments(model, device, memory, budget, batch, rollout, dtype, framework, optimizer));
+                   py::object autocast, py::object nested_regions) {
+  const Target t =
+      target_from(arguments(model, device, memory, budget, batch, rollout, dtype, framework, optimizer, autocast));
   const SolverOptions options = solver_options(nested_regions);
   return json_without_gil([&](nlohmann::json& out) {
     const FitAnswer a = fits(*t.graph, t.device, t.budget_bytes, options);
@@ -84,8 +86,9 @@ py::object fits_py(py::object model, py::object device, py::object memory, py::o
 
 py::object plan_py(py::object model, py::object device, py::object memory, py::object budget, py::object batch,
                    py::object rollout, py::object dtype, py::object framework, py::object optimizer,
-                   py::object nested_regions) {
-  const Target t = target_from(arguments(model, device, memory, budget, batch, rollout, dtype, framework, optimizer));
+                   py::object autocast, py::object nested_regions) {
+  const Target t =
+      target_from(arguments(model, device, memory, budget, batch, rollout, dtype, framework, optimizer, autocast));
   const SolverOptions options = solver_options(nested_regions);
   return json_without_gil([&](nlohmann::json& document) {
     const Solution s = solve(*t.graph, t.device, t.budget_bytes, options);
@@ -97,8 +100,9 @@ py::object plan_py(py::object model, py::object device, py::object memory, py::o
 
 py::object simulate_py(py::object model, py::object device, py::object memory, py::object budget, py::object batch,
                        py::object rollout, py::object dtype, py::object framework, py::object optimizer,
-                       py::object plan, py::object timeline) {
-  const Target t = target_from(arguments(model, device, memory, budget, batch, rollout, dtype, framework, optimizer));
+                       py::object autocast, py::object plan, py::object timeline) {
+  const Target t =
+      target_from(arguments(model, device, memory, budget, batch, rollout, dtype, framework, optimizer, autocast));
   const Plan p = plan_from(plan, *t.graph);
   SimulationOptions options;
   options.record_timeline = flag_from(timeline, "timeline");
@@ -114,8 +118,9 @@ py::object simulate_py(py::object model, py::object device, py::object memory, p
 
 py::object pareto_py(py::object model, py::object device, py::object memory, py::object budget, py::object batch,
                      py::object rollout, py::object dtype, py::object framework, py::object optimizer,
-                     py::object nested_regions) {
-  const Target t = target_from(arguments(model, device, memory, budget, batch, rollout, dtype, framework, optimizer));
+                     py::object autocast, py::object nested_regions) {
+  const Target t =
+      target_from(arguments(model, device, memory, budget, batch, rollout, dtype, framework, optimizer, autocast));
   const SolverOptions options = solver_options(nested_regions);
   return json_without_gil([&](nlohmann::json& points) {
     points = nlohmann::json::array();
@@ -136,7 +141,7 @@ template <typename F, typename... Extra>
 void def_planning(py::module_& m, const char* name, F f, const char* doc, Extra... extra) {
   m.def(name, f, doc, "model"_a = "graphcast", "device"_a = "tpu-v4", py::kw_only(), "memory"_a = py::none(),
         "budget"_a = py::none(), "batch"_a = 1, "rollout"_a = 1, "dtype"_a = "bfloat16", "framework"_a = "jax",
-        "optimizer"_a = "adam", extra...);
+        "optimizer"_a = "adam", "autocast"_a = "cuda", extra...);
 }
 
 }  // namespace
@@ -149,7 +154,8 @@ PYBIND11_MODULE(actmem, m) {
       "actmem: will a GraphCast-style training step fit in device memory, and with which checkpoint plan.\n\n"
       "Every planning function takes model (preset, file or dict), device (catalog id, file or dict)\n"
       "and keywords memory, budget (int bytes or '24GiB'), batch, rollout, dtype ('bfloat16',\n"
-      "'float32'), framework ('jax', 'pytorch'), optimizer ('adam', 'sgd'). fits, plan and pareto also take\n"
+      "'float32'), framework ('jax', 'pytorch'), optimizer ('adam', 'sgd'), autocast ('cuda', 'cpu': whose\n"
+      "torch.autocast lists a PyTorch bfloat16 step follows). fits, plan and pareto also take\n"
       "nested_regions=True: search regions nested inside regions too (exact, slower). See docs/api.md.";
   m.attr("__version__") = ACTMEM_VERSION;
   register_errors(m);

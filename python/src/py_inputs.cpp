@@ -66,6 +66,7 @@ Target target_from(const RunArguments& a) {
   run.dtype = parse_dtype(text_of(a.dtype, "dtype"), "dtype");
   run.framework = parse_framework(text_of(a.framework, "framework"), "framework");
   run.optimizer = parse_optimizer(text_of(a.optimizer, "optimizer"), "optimizer");
+  run.autocast = parse_autocast(text_of(a.autocast, "autocast"), "autocast");
   run.batch = integer_from(a.batch, "batch");
   run.rollout = integer_from(a.rollout, "rollout");
   validate(run);

@@ -6,7 +6,7 @@
 //   memory     a device known only by its memory: int bytes or "24GiB";
 //              replaces `device`
 //   budget     int bytes or "30GiB"; default the device's memory, never more
-//   batch, rollout, dtype, framework, optimizer: the run (run_options.h)
+//   batch, rollout, dtype, framework, optimizer, autocast: the run (run_options.h)
 
 #include <cstdint>
 #include <memory>
@@ -35,6 +35,7 @@ struct RunArguments {
   pybind11::object dtype;
   pybind11::object framework;
   pybind11::object optimizer;
+  pybind11::object autocast;
 };
 
 // What a call plans for. `graph` may be shared with other calls and threads.

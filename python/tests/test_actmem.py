@@ -111,6 +111,23 @@ def test_simulate_builtin_plans_and_timeline():
     assert deepmind["plan"]["edge_blocks"] == {"encoder": 4, "decoder": 4}
 
 
+def test_autocast_picks_whose_lists_a_pytorch_bfloat16_step_follows():
+    # CUDA's autocast runs LayerNorm in float32, so every latent is float32:
+    # a region keeps what it keeps in float32; CPU's keeps them in bfloat16.
+    run = dict(model=TINY, device="a100-80gb", framework="pytorch", plan="full")
+    cuda = actmem.simulate(**run, dtype="bfloat16")
+    assert cuda == actmem.simulate(**run, dtype="bfloat16", autocast="cuda")
+    cpu = actmem.simulate(**run, dtype="bfloat16", autocast="cpu")
+    float32 = actmem.simulate(**run, dtype="float32")
+    assert cuda["activation_bytes_after_forward"] == float32["activation_bytes_after_forward"]
+    assert cpu["activation_bytes_after_forward"] < cuda["activation_bytes_after_forward"]
+    # Plan documents say which (docs/plan-format.md), and read back the same.
+    document = actmem.plan(model=TINY, device="a100-80gb", framework="pytorch", autocast="cpu")
+    assert document["run"]["autocast"] == "cpu"
+    assert actmem.simulate(model=TINY, device="a100-80gb", framework="pytorch", autocast="cpu",
+                           plan=document)["peak_bytes"] == document["predicted"]["peak_bytes"]
+
+
 def test_pareto_trades_memory_for_time():
     front = actmem.pareto(**RUN)
     assert plain(front) and len(front) >= 2
@@ -136,6 +153,7 @@ ERRORS = [
     ({"rollout": 5000}, "rollout: expected an integer from 1 to 1024, got 5000"),
     ({"dtype": "fp8"}, "dtype: expected one of float32, bfloat16, got 'fp8'"),
     ({"framework": "tensorflow"}, "framework: expected one of pytorch, jax, got 'tensorflow'"),
+    ({"autocast": "tpu"}, "autocast: expected one of cuda, cpu, got 'tpu' (did you mean 'cpu'?)"),
     ({"plan": "evry:3"},
      "plan: 'evry:3' is not a plan file or a built-in plan (none, full, every:K, deepmind, deepmind:B)"),
     ({"plan": {"checkpoints": [{"from": "processor.99", "to": "decoder"}]}},
@@ -269,14 +287,16 @@ def test_running_out_of_memory_is_a_memory_error_not_an_abort():
         # loader allocates a module's thread-local data when it is first
         # touched, and aborts (not a MemoryError) if it cannot.
         # PyTorch: a timeline row per op of every block (under JAX bfloat16
-        # a blocked backward is one or two rows, docs/cost-model.md J17).
-        actmem.simulate(tiny, "a100-80gb", rollout=2, plan="deepmind:1024", framework="pytorch")
-        actmem.simulate(tiny, "a100-80gb", plan="none", timeline=True, framework="pytorch")
+        # a blocked backward is one or two rows, docs/cost-model.md J17);
+        # float32, whose blocks have no LayerNorm casts: within the row limit.
+        run = dict(framework="pytorch", dtype="float32")
+        actmem.simulate(tiny, "a100-80gb", rollout=2, plan="deepmind:1024", **run)
+        actmem.simulate(tiny, "a100-80gb", plan="none", timeline=True, **run)
         with open("/proc/self/statm") as f:
             mapped = int(f.read().split()[0]) * resource.getpagesize()
         resource.setrlimit(resource.RLIMIT_AS, (mapped + 150 * 2**20, resource.RLIM_INFINITY))
         try:
-            actmem.simulate(tiny, "a100-80gb", rollout=2, plan="deepmind:1024", timeline=True, framework="pytorch")
+            actmem.simulate(tiny, "a100-80gb", rollout=2, plan="deepmind:1024", timeline=True, **run)
         except MemoryError:
             print("MemoryError")
         """)

@@ -104,7 +104,7 @@ grep -q '^hint: --nested-regions' "$work/flat.txt" || fail "no hint to try --nes
 [ ! -e "$work/none.json" ] || fail "a plan that does not fit was written"
 
 # --export TRAINER prints only that trainer's text, in the form it reads.
-"$actmem" plan --model graphcast --device a100-40gb --framework pytorch --export anemoi >"$work/anemoi.yaml" ||
+"$actmem" plan --model graphcast --device a100-80gb --framework pytorch --export anemoi >"$work/anemoi.yaml" ||
   fail "plan --export anemoi exited $?"
 /usr/bin/python3 - "$work/anemoi.yaml" <<'PY' || fail "anemoi export: $(cat "$work/anemoi.yaml")"
 import sys, yaml
@@ -132,14 +132,14 @@ check_error "--export: expected one of pytorch, jax, physicsnemo, anemoi, deepmi
   plan --model graphcast-small --export anemio
 check_error "plan: expected -o FILE (or -o -) or --export TRAINER" plan --model graphcast-small
 
-# GraphCast on an A100-40GB under PyTorch: actmem's plan blocks the decoder's
-# edges, which anemoi's GNN mapper cannot (its chunks share one checkpoint).
+# GraphCast on an A100-80GB under PyTorch: actmem's plan blocks edges, which
+# anemoi's GNN mapper cannot (its chunks share one checkpoint).
 # The anemoi export says so (not exact), and its predicted is what
 # simulating the plan anemoi runs gives on anemoi's own implementation of
 # the model, not on DeepMind's op sequence.
-"$actmem" plan --model graphcast --device a100-40gb --framework pytorch -o "$work/a100.json" 2>/dev/null ||
-  fail "plan on a100-40gb exited $?"
-/usr/bin/python3 - "$work/a100.json" "$work/anemoi-plan.json" "$work/anemoi-model.json" <<'PY' || fail "anemoi export on a100-40gb"
+"$actmem" plan --model graphcast --device a100-80gb --framework pytorch -o "$work/a100.json" 2>/dev/null ||
+  fail "plan on a100-80gb exited $?"
+/usr/bin/python3 - "$work/a100.json" "$work/anemoi-plan.json" "$work/anemoi-model.json" <<'PY' || fail "anemoi export on a100-80gb"
 import json, sys
 doc = json.load(open(sys.argv[1]))
 anemoi = doc["exports"]["anemoi"]
@@ -154,7 +154,7 @@ PY
 budget=$(/usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["budget_bytes"])' "$work/a100.json")
 for implementation in anemoi deepmind; do
   model=$([ $implementation = anemoi ] && echo "$work/anemoi-model.json" || echo graphcast)
-  "$actmem" simulate --model "$model" --device a100-40gb --budget "${budget}B" --framework pytorch \
+  "$actmem" simulate --model "$model" --device a100-80gb --budget "${budget}B" --framework pytorch \
     --plan "$work/anemoi-plan.json" --json \
     >"$work/anemoi-sim-$implementation.json" || [ $? -eq 1 ] || fail "simulate the anemoi plan ($implementation)"
 done

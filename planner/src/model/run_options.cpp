@@ -26,6 +26,7 @@ Enum parse_enum(std::string_view text, const std::string& source, const std::pai
 const std::pair<const char*, DType> kDTypes[] = {{"float32", DType::float32}, {"bfloat16", DType::bfloat16}};
 const std::pair<const char*, Framework> kFrameworks[] = {{"pytorch", Framework::pytorch}, {"jax", Framework::jax}};
 const std::pair<const char*, Optimizer> kOptimizers[] = {{"adam", Optimizer::adam}, {"sgd", Optimizer::sgd}};
+const std::pair<const char*, Autocast> kAutocasts[] = {{"cuda", Autocast::cuda}, {"cpu", Autocast::cpu}};
 
 }  // namespace
 
@@ -34,6 +35,9 @@ int element_bytes(DType dtype) { return dtype == DType::float32 ? 4 : 2; }
 std::string to_string(DType dtype) { return dtype == DType::float32 ? "float32" : "bfloat16"; }
 std::string to_string(Framework framework) { return framework == Framework::pytorch ? "pytorch" : "jax"; }
 std::string to_string(Optimizer optimizer) { return optimizer == Optimizer::adam ? "adam" : "sgd"; }
+std::string to_string(Autocast autocast) { return autocast == Autocast::cuda ? "cuda" : "cpu"; }
+
+bool autocasts(const RunOptions& run) { return run.framework == Framework::pytorch && run.dtype == DType::bfloat16; }
 
 DType parse_dtype(std::string_view text, const std::string& source) { return parse_enum(text, source, kDTypes); }
 Framework parse_framework(std::string_view text, const std::string& source) {
@@ -41,6 +45,9 @@ Framework parse_framework(std::string_view text, const std::string& source) {
 }
 Optimizer parse_optimizer(std::string_view text, const std::string& source) {
   return parse_enum(text, source, kOptimizers);
+}
+Autocast parse_autocast(std::string_view text, const std::string& source) {
+  return parse_enum(text, source, kAutocasts);
 }
 
 void validate(const RunOptions& run) {
@@ -52,22 +59,27 @@ void validate(const RunOptions& run) {
 }
 
 nlohmann::json to_json(const RunOptions& run) {
-  return nlohmann::json{{"dtype", to_string(run.dtype)},
-                        {"batch", run.batch},
-                        {"rollout", run.rollout},
-                        {"framework", to_string(run.framework)},
-                        {"optimizer", to_string(run.optimizer)}};
+  nlohmann::json j{{"dtype", to_string(run.dtype)},
+                   {"batch", run.batch},
+                   {"rollout", run.rollout},
+                   {"framework", to_string(run.framework)},
+                   {"optimizer", to_string(run.optimizer)}};
+  if (autocasts(run)) j["autocast"] = to_string(run.autocast);
+  return j;
 }
 
 RunOptions run_options_from_json(const nlohmann::json& object, const std::string& source, const std::string& pointer) {
   const detail::FieldReader in(object, source, pointer);
-  in.reject_unknown_fields({"dtype", "batch", "rollout", "framework", "optimizer"});
+  in.reject_unknown_fields({"dtype", "batch", "rollout", "framework", "optimizer", "autocast"});
   RunOptions run;
   run.dtype = parse_dtype(in.string("dtype"), source + ": " + in.pointer_to("dtype"));
   run.batch = in.positive_int("batch", kMaxBatch);
   run.rollout = in.positive_int("rollout", kMaxRollout);
   run.framework = parse_framework(in.string("framework"), source + ": " + in.pointer_to("framework"));
   run.optimizer = parse_optimizer(in.string("optimizer"), source + ": " + in.pointer_to("optimizer"));
+  // Absent in plans written before it existed: they meant CUDA's lists too.
+  if (const auto autocast = in.optional_string("autocast"))
+    run.autocast = parse_autocast(*autocast, source + ": " + in.pointer_to("autocast"));
   return run;
 }
 

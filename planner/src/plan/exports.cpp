@@ -144,7 +144,8 @@ nlohmann::json physicsnemo_export(const CostGraph& g, const Device& d, std::int6
             "modules (edge and node blocks); no edge blocking"
           : "segments counts modules (edge and node blocks; whole layers only); no edge blocking";
   physicsnemo["not_modelled"] = {"recompute_activation (the example's default true: SiLU recomputed in backward)",
-                                 "full_bf16 / amp: actmem's dtype sets the activation type only",
+                                 "full_bf16 (the model cast to bfloat16 whole): actmem's bfloat16 is amp's "
+                                 "autocast (--autocast cuda)",
                                  "processor_type: GraphTransformer (another model)"};
   return physicsnemo;
 }
