@@ -136,7 +136,7 @@ def edge_update(mlp: MLP, e, v_s, v_r, senders, receivers, blocks: int, checkpoi
 
 
 def aggregate(e, receivers, n_receivers: int):
-    return torch.zeros(n_receivers, *e.shape[1:], dtype=e.dtype).index_add(0, receivers, e)
+    return torch.zeros(n_receivers, *e.shape[1:], dtype=e.dtype, device=e.device).index_add(0, receivers, e)
 
 
 class GraphCast(nn.Module):

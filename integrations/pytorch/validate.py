@@ -85,11 +85,54 @@ AUTOCAST_CASES = [
     *[("A", p, 1) for p in ("none", "full", "every:2", "deepmind", "blocks 3", "nested")],
     *[("B", p, 1) for p in ("none", "deepmind")], ("C", "full", 1), ("A", "deepmind", 2),
 ]
+# Models at full width, for measure_cuda.py on a GPU: GiBs of activations.
+FILE_MODELS = {
+    "mid": HERE.parent / "jax" / "models" / "mid.json",
+    "graphcast-small": HERE.parent.parent / "models" / "presets" / "graphcast-small.json",
+    "graphcast": HERE.parent.parent / "models" / "presets" / "graphcast.json",
+}
+# measure_cuda.py's cases (model, plan, batch, autocast): all of the above,
+# then full-width models under the same plans, float32 and bfloat16, and
+# GraphCast 0.25° where one H200 holds it (actmem: at most 66 GiB).
+CUDA_CASES = [
+    *[(m, p, b, None) for m, p, b in CASES],
+    *[(m, p, b, "bfloat16") for m, p, b in AUTOCAST_CASES],
+    *[(m, p, 1, a) for m in ("mid", "graphcast-small") for a in (None, "bfloat16")
+      for p in ("none", "full", "every:2", "deepmind", "nested")],
+    ("mid", "deepmind", 2, "bfloat16"),
+    ("graphcast", "deepmind", 1, None), ("graphcast", "deepmind", 1, "bfloat16"), ("graphcast", "full", 1, "bfloat16"),
+    # The whole model in bfloat16 (parameters and inputs cast, no autocast:
+    # PhysicsNeMo's full_bf16).
+    *[(m, p, b, "bfloat16-model") for m, p, b in AUTOCAST_CASES],
+    *[(m, p, 1, "bfloat16-model") for m in ("mid", "graphcast-small") for p in ("none", "full", "deepmind")],
+]
+
+
+# Cases of the stored CUDA measurements outside the tolerances, and why: the
+# table shows them; the check fails on any other, and on one of these back
+# inside (docs/validation.md, "On a GPU").
+KNOWN_CUDA_MISSES = {
+    "A none b1 bfloat16": "after forward -3.0%: 1.2 MB of 39 MB not located (tiny model; full width within 0.8%)",
+    "A every:2 b1 bfloat16": "after forward -3.8%: as 'A none'",
+    "A blocks 3 b1 bfloat16": "after forward -3.3%: as 'A none'",
+    "graphcast deepmind b1 bfloat16": "peak +15.0%, over (float32 +8.3%): GraphCast's edge blocks, not located "
+                                      "without an op-level CUDA trace",
+}
+
+
+def case_key(model: str, plan: str, batch: int, autocast: str | None) -> str:
+    return f"{model} {plan} b{batch} {autocast or 'float32'}"
 
 
 def model_json(name: str) -> dict:
+    if name in FILE_MODELS:
+        return json.loads(FILE_MODELS[name].read_text())
     return {"name": f"validation-{name}", "architecture": "graphcast", "mlp_hidden_layers": 1, "edge_features": 4,
             **MODELS[name]}
+
+
+def processor_steps(name: str) -> int:
+    return model_json(name)["processor_steps"]
 
 
 def run_json(command: list[str]) -> dict:
@@ -103,6 +146,61 @@ def relative(predicted: int, measured: int) -> float:
     return (predicted - measured) / measured
 
 
+def predict(actmem: str, tmp: str, model_name: str, plan_name: str, batch: int, dtype: str,
+            autocast: str = "cuda") -> tuple[dict, str]:
+    """actmem's report for one case, and the plan file it read; `autocast`:
+    whose autocast lists a bfloat16 step follows (actmem --autocast)."""
+    model_path = Path(tmp) / f"{model_name}.json"
+    model_path.write_text(json.dumps(model_json(model_name)))
+    plan_path = Path(tmp) / "plan.json"
+    plan_path.write_text(json.dumps(plans(processor_steps(model_name))[plan_name]))
+    report = run_json([actmem, "simulate", "--model", str(model_path), "--plan", str(plan_path),
+                       "--framework", "pytorch", "--dtype", dtype, "--autocast", autocast,
+                       "--batch", str(batch), "--json"])
+    return report, str(plan_path)
+
+
+def compare(predicted: dict, measured: dict) -> tuple[bool, str]:
+    """Within tolerance, and the table's figures and errors."""
+    e_after = relative(predicted["activation_bytes_after_forward"], measured["activation_bytes_after_forward"])
+    e_peak = relative(predicted["peak_dynamic_bytes"], measured["peak_dynamic_bytes"])
+    ok = abs(e_after) <= AFTER_FORWARD_TOLERANCE and abs(e_peak) <= PEAK_TOLERANCE
+    return ok, (f"{predicted['activation_bytes_after_forward']:,} | {measured['activation_bytes_after_forward']:,} | "
+                f"{100 * e_after:+.2f}% | {predicted['peak_dynamic_bytes']:,} | {measured['peak_dynamic_bytes']:,} | "
+                f"{100 * e_peak:+.2f}%{'' if ok else ' **FAIL**'}")
+
+
+def cuda_table(actmem: str, results: str) -> tuple[list[str], int, int]:
+    """measure_cuda.py's JSON lines beside actmem's predictions."""
+    rows = ["| model | plan | batch | dtype | after forward: predicted | measured | error | "
+            "peak dynamic: predicted | measured | error |", "|" + "---|" * 10]
+    failures = cases = 0
+    with open(results) as f, tempfile.TemporaryDirectory() as tmp:
+        for line in f:
+            measured = json.loads(line)
+            dtype = "bfloat16" if measured["autocast"] else "float32"
+            # actmem has no whole-model bfloat16 mode; CPU's lists (LayerNorm
+            # in bfloat16, casts only where a linear reads float32) come closest.
+            lists = "cpu" if measured["autocast"] == "bfloat16-model" else "cuda"
+            predicted, _ = predict(actmem, tmp, measured["model"], measured["plan"], measured["batch"], dtype, lists)
+            ok, cells = compare(predicted, measured)
+            known = KNOWN_CUDA_MISSES.get(measured["case"])
+            if lists == "cpu":  # not a mode actmem models: shown, not judged
+                rows.append(f"| {measured['model']} | {measured['plan']} | {measured['batch']} | "
+                            f"bfloat16 model (not judged) | {cells.replace(' **FAIL**', '')} |")
+                print(rows[-1], flush=True)
+                continue
+            if known and ok:
+                cells += f" (listed as a known miss, now within: remove it from KNOWN_CUDA_MISSES)"
+            elif known:
+                cells += f" (known: {known})"
+            cases, failures = cases + 1, failures + (ok == bool(known))
+            rows.append(f"| {measured['model']} | {measured['plan']} | {measured['batch']} | "
+                        f"{measured['autocast'] or 'float32'} | {cells} |")
+            print(rows[-1], flush=True)
+    return rows, cases, failures
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--actmem", required=True, help="path of the actmem executable")
@@ -110,7 +208,12 @@ def main(argv=None) -> int:
     parser.add_argument("--autocast", choices=["bfloat16"],
                         help="measure under torch.autocast('cpu', dtype=torch.bfloat16) (torch >= 2; its own "
                              "cases) against actmem's --dtype bfloat16")
+    parser.add_argument("--cuda-results", metavar="FILE",
+                        help="measure nothing: compare actmem with measure_cuda.py's JSON lines in FILE")
     args = parser.parse_args(argv)
+    if args.cuda_results:
+        rows, count, failures = cuda_table(args.actmem, args.cuda_results)
+        return finish(args, rows, count, failures)
     cases = AUTOCAST_CASES if args.autocast else CASES
     dtype = args.autocast or "float32"
     autocast = ["--autocast", args.autocast] if args.autocast else []
@@ -130,29 +233,21 @@ def main(argv=None) -> int:
     rows.append("|" + "---|" * 10)
     with tempfile.TemporaryDirectory() as tmp:
         for model_name, plan_name, batch in cases:
-            model_path = Path(tmp) / f"{model_name}.json"
-            model_path.write_text(json.dumps(model_json(model_name)))
-            plan = plans(MODELS[model_name]["processor_steps"])[plan_name]
-            plan_path = Path(tmp) / "plan.json"
-            plan_path.write_text(json.dumps(plan))
-            predicted = run_json([args.actmem, "simulate", "--model", str(model_path), "--plan", str(plan_path),
-                                  "--framework", "pytorch", "--dtype", dtype, "--batch", str(batch), "--json"])
-            measured = run_json([sys.executable, str(HERE / "measure.py"), "--model", str(model_path),
-                                 "--plan", str(plan_path), "--batch", str(batch), *autocast])
-            e_after = relative(predicted["activation_bytes_after_forward"], measured["activation_bytes_after_forward"])
-            e_peak = relative(predicted["peak_dynamic_bytes"], measured["peak_dynamic_bytes"])
-            ok = abs(e_after) <= AFTER_FORWARD_TOLERANCE and abs(e_peak) <= PEAK_TOLERANCE
+            predicted, plan_path = predict(args.actmem, tmp, model_name, plan_name, batch, dtype, "cpu")
+            measured = run_json([sys.executable, str(HERE / "measure.py"), "--model", str(Path(tmp) / f"{model_name}.json"),
+                                 "--plan", plan_path, "--batch", str(batch), *autocast])
+            ok, cells = compare(predicted, measured)
             failures += not ok
             at = measured.get("peak_at", {})
-            rows.append(f"| {model_name} | {plan_name} | {batch} | {predicted['activation_bytes_after_forward']:,} | "
-                        f"{measured['activation_bytes_after_forward']:,} | {100 * e_after:+.2f}% | "
-                        f"{predicted['peak_dynamic_bytes']:,} | {measured['peak_dynamic_bytes']:,} | "
-                        f"{100 * e_peak:+.2f}%{'' if ok else ' **FAIL**'} | {at.get('phase', '?')} {at.get('stage', '?')} |")
+            rows.append(f"| {model_name} | {plan_name} | {batch} | {cells} | {at.get('phase', '?')} {at.get('stage', '?')} |")
             print(rows[-1], flush=True)
-    table = "\n".join(rows) + "\n"
+    return finish(args, rows, len(cases), failures)
+
+
+def finish(args, rows: list[str], count: int, failures: int) -> int:
     if args.markdown:
-        Path(args.markdown).write_text(table)
-    print(f"\n{len(cases) - failures} passed, {failures} failed")
+        Path(args.markdown).write_text("\n".join(rows) + "\n")
+    print(f"\n{count - failures} passed, {failures} failed")
     return 1 if failures else 0
 
 
