@@ -8,9 +8,18 @@ namespace actmem::cli {
 
 std::string describe_run(const CostGraph& g, const Device& d) {
   const RunOptions& r = g.run();
+  const std::string dtype =
+      autocasts(r) ? fmt::format("bfloat16 (torch.autocast, {}'s lists)", to_string(r.autocast)) : to_string(r.dtype);
   return fmt::format("model {} ({:.1f}M parameters), {} {}, batch {}, rollout {}, on {} ({})\n", g.model().name,
-                     static_cast<double>(g.parameter_count()) / 1e6, to_string(r.framework), to_string(r.dtype),
-                     r.batch, r.rollout, d.id, format_bytes(d.memory_bytes));
+                     static_cast<double>(g.parameter_count()) / 1e6, to_string(r.framework), dtype, r.batch, r.rollout,
+                     d.id, format_bytes(d.memory_bytes));
+}
+
+std::string describe_profile_caveat(const CostGraph& g, const Device& d) {
+  // Measured on an H200 (docs/validation-jax.md, "On a GPU").
+  if (g.run().framework != Framework::jax || d.id.starts_with("tpu")) return {};
+  return "note: actmem's JAX profile is XLA:TPU's; on an H200 it was 1% to 16% under XLA:GPU's figure at rollout 1, "
+         "and 80% under at rollout 2 with checkpoints inside the step (docs/validation-jax.md, \"On a GPU\")\n";
 }
 
 std::string describe_compiler_remat(const Report& r) {

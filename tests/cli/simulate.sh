@@ -38,4 +38,19 @@ grep -q ',recompute,' "$work/t.csv" || fail "timeline has no recompute rows"
 "$actmem" simulate --model "$work/tiny.json" --plan none --memory 80GiB >/dev/null
 [ $? -eq 0 ] || fail "80 GiB of memory should fit"
 
+# PyTorch in bfloat16 follows CUDA's autocast lists unless told CPU's: plan
+# full keeps float32 latents, float32's figure (4,384,000 bytes; measured on
+# an H200 4,384,768), or bfloat16 ones (2,272,000; measured on a CPU 2,271,680).
+after() { "$actmem" simulate --model "$work/tiny.json" --plan full --framework pytorch "$@" --json |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["activation_bytes_after_forward"])'; }
+[ "$(after)" = 4384000 ] || fail "cuda autocast, full: $(after)"
+[ "$(after --autocast cpu)" = 2272000 ] || fail "cpu autocast, full: $(after --autocast cpu)"
+"$actmem" simulate --model "$work/tiny.json" --framework pytorch | grep -q "bfloat16 (torch.autocast, cuda's lists)" ||
+  fail "the run line does not say whose autocast lists"
+check_error "--autocast: expected one of cuda, cpu, got 'gpu' (did you mean 'cpu'?)" simulate --autocast gpu
+# JAX on a GPU: the profile is XLA:TPU's, and the text says so; not on a TPU.
+"$actmem" simulate --model "$work/tiny.json" --device h200-141gb | grep -q "^note: actmem's JAX profile is XLA:TPU's" ||
+  fail "no note for JAX on a GPU"
+! "$actmem" simulate --model "$work/tiny.json" --device tpu-v4 | grep -q "^note:" || fail "a note for JAX on a TPU"
+
 finish
