@@ -16,7 +16,13 @@ ACTMEM_REQUIRE_TORCH is not set.
 
 With --autocast bfloat16 (torch >= 2, e.g. ~/.cache/actmem/venv-torch/bin/python)
 it runs its own cases (AUTOCAST_CASES) with measure.py --autocast bfloat16
-against actmem's --dtype bfloat16.
+against actmem's --dtype bfloat16 --autocast cpu.
+
+With --cuda-results FILE it measures nothing and needs no torch: it compares
+actmem with the JSON lines measure_cuda.py wrote on a CUDA GPU (CUDA_CASES;
+bfloat16 there is CUDA's autocast, actmem's --autocast cuda), and fails on a
+case out of tolerance that KNOWN_CUDA_MISSES does not list, or one it lists
+that is back within.
 """
 from __future__ import annotations
 
@@ -191,7 +197,7 @@ def cuda_table(actmem: str, results: str) -> tuple[list[str], int, int]:
                 print(rows[-1], flush=True)
                 continue
             if known and ok:
-                cells += f" (listed as a known miss, now within: remove it from KNOWN_CUDA_MISSES)"
+                cells += " (listed as a known miss, now within: remove it from KNOWN_CUDA_MISSES)"
             elif known:
                 cells += f" (known: {known})"
             cases, failures = cases + 1, failures + (ok == bool(known))
