@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <random>
 
-#include "actmem/cost/memory_profile.h"
 #include "actmem/model/device.h"
 #include "actmem/simulate/simulator.h"
 #include "actmem/solve/solver.h"
@@ -100,10 +99,8 @@ struct Enumerated {
   bool searched_exactly;
 };
 
-Enumerated enumerated(const CostGraph& g, const Report& r, bool step_checkpoint) {
-  const RunOptions& run = g.run();
-  const bool scanned = memory_profile(run.framework, run.dtype, g.model().implementation).step_checkpoint_scanned;
-  return {r.peak_bytes, r.step_time_s, !step_checkpoint || scanned};
+Enumerated enumerated(const Report& r, bool step_checkpoint, bool step_checkpoints_exact) {
+  return {r.peak_bytes, r.step_time_s, !step_checkpoint || step_checkpoints_exact};
 }
 
 // The least peak of the plans searched exactly, and of all of them.
@@ -203,6 +200,7 @@ void check_exhaustive_flat(const CostGraph& g, const Device& device) {
   const std::vector<int> edge_stages = stages_with_edges(g);
   const std::vector<std::vector<Region>> all = all_structures(n, /*nested=*/false);
   std::vector<Enumerated> plans;
+  const bool stepped_exact = detail::step_checkpoints_searched_exactly(g);
   std::size_t combos = 1;
   for (std::size_t i = 0; i < edge_stages.size(); ++i) combos *= 3;
   for (const auto& regions : all)
@@ -216,7 +214,7 @@ void check_exhaustive_flat(const CostGraph& g, const Device& device) {
       }
       for (bool step : step_checkpoint_choices(g)) {
         p.step_checkpoint = step;
-        plans.push_back(enumerated(g, simulate(g, device, device.memory_bytes, p), step));
+        plans.push_back(enumerated(simulate(g, device, device.memory_bytes, p), step, stepped_exact));
       }
     }
   check_least(minimum_memory(g, device, options).min_peak_bytes, least_of(plans));
@@ -236,6 +234,7 @@ void check_exhaustive_nested(const CostGraph& g, const Device& device) {
   const std::vector<int> edge_stages = stages_with_edges(g);
   const std::vector<std::vector<Region>> all = all_structures(n, /*nested=*/true);
   std::vector<Enumerated> plans;
+  const bool stepped_exact = detail::step_checkpoints_searched_exactly(g);
   std::vector<Enumerated> flat_plans;
   for (const auto& regions : all) {
     bool nested = false;
@@ -247,7 +246,7 @@ void check_exhaustive_nested(const CostGraph& g, const Device& device) {
         p.edge_blocks[static_cast<std::size_t>(edge_stages[i])] = (k >> i) & 1 ? 2 : 1;
       for (bool step : step_checkpoint_choices(g)) {
         p.step_checkpoint = step;
-        plans.push_back(enumerated(g, simulate(g, device, device.memory_bytes, p), step));
+        plans.push_back(enumerated(simulate(g, device, device.memory_bytes, p), step, stepped_exact));
         if (!nested) flat_plans.push_back(plans.back());
       }
     }

@@ -69,8 +69,9 @@ def measure(model: GraphCast, plan, x, device: torch.device, autocast: str | Non
             "peak_reserved_bytes": reserved, "base_bytes": base}
 
 
-def to_device(x, device: torch.device):
-    return dataclasses.replace(x, **{f.name: (tuple(t.to(device) for t in v) if isinstance(v, tuple) else v.to(device))
+def map_tensors(x, fn):
+    """The inputs with fn applied to every tensor (the index pairs' too)."""
+    return dataclasses.replace(x, **{f.name: (tuple(fn(t) for t in v) if isinstance(v, tuple) else fn(v))
                                      for f in dataclasses.fields(x) for v in [getattr(x, f.name)]})
 
 
@@ -92,12 +93,10 @@ def main(argv=None) -> int:
         model = GraphCast(description).to(device)
         plan = parse_plan(plans(description.processor_steps)[plan_name], model.stages(),
                           {k: getattr(description, v) for k, v in EDGE_COUNT_FIELD.items()}, key)
-        x = to_device(make_inputs(description, batch), device)
-        if autocast == "bfloat16-model":  # the whole model in bfloat16: no autocast
+        x = map_tensors(make_inputs(description, batch), lambda t: t.to(device))
+        if autocast == "bfloat16-model":  # the whole model in bfloat16, features and targets too: no autocast
             model = model.to(torch.bfloat16)
-            x = dataclasses.replace(x, **{f.name: getattr(x, f.name).to(torch.bfloat16)
-                                          for f in dataclasses.fields(x) if f.name.endswith("_x") or f.name in
-                                          ("mesh_x_e", "target")})
+            x = map_tensors(x, lambda t: t.to(torch.bfloat16) if t.is_floating_point() else t)
         start = time.perf_counter()
         figures = measure(model, plan, x, device, autocast)
         print(json.dumps({"case": key, "model": model_name, "plan": plan_name, "batch": batch,

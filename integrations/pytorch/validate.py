@@ -153,9 +153,9 @@ def relative(predicted: int, measured: int) -> float:
 
 
 def predict(actmem: str, tmp: str, model_name: str, plan_name: str, batch: int, dtype: str,
-            autocast: str = "cuda") -> tuple[dict, str]:
-    """actmem's report for one case, and the plan file it read; `autocast`:
-    whose autocast lists a bfloat16 step follows (actmem --autocast)."""
+            autocast: str = "cuda") -> tuple[dict, str, str]:
+    """actmem's report for one case, and the model and plan files it read;
+    `autocast`: whose autocast lists a bfloat16 step follows (actmem --autocast)."""
     model_path = Path(tmp) / f"{model_name}.json"
     model_path.write_text(json.dumps(model_json(model_name)))
     plan_path = Path(tmp) / "plan.json"
@@ -163,7 +163,7 @@ def predict(actmem: str, tmp: str, model_name: str, plan_name: str, batch: int, 
     report = run_json([actmem, "simulate", "--model", str(model_path), "--plan", str(plan_path),
                        "--framework", "pytorch", "--dtype", dtype, "--autocast", autocast,
                        "--batch", str(batch), "--json"])
-    return report, str(plan_path)
+    return report, str(model_path), str(plan_path)
 
 
 def compare(predicted: dict, measured: dict) -> tuple[bool, str]:
@@ -188,7 +188,7 @@ def cuda_table(actmem: str, results: str) -> tuple[list[str], int, int]:
             # actmem has no whole-model bfloat16 mode; CPU's lists (LayerNorm
             # in bfloat16, casts only where a linear reads float32) come closest.
             lists = "cpu" if measured["autocast"] == "bfloat16-model" else "cuda"
-            predicted, _ = predict(actmem, tmp, measured["model"], measured["plan"], measured["batch"], dtype, lists)
+            predicted, _, _ = predict(actmem, tmp, measured["model"], measured["plan"], measured["batch"], dtype, lists)
             ok, cells = compare(predicted, measured)
             known = KNOWN_CUDA_MISSES.get(measured["case"])
             if lists == "cpu":  # not a mode actmem models: shown, not judged
@@ -239,8 +239,8 @@ def main(argv=None) -> int:
     rows.append("|" + "---|" * 10)
     with tempfile.TemporaryDirectory() as tmp:
         for model_name, plan_name, batch in cases:
-            predicted, plan_path = predict(args.actmem, tmp, model_name, plan_name, batch, dtype, "cpu")
-            measured = run_json([sys.executable, str(HERE / "measure.py"), "--model", str(Path(tmp) / f"{model_name}.json"),
+            predicted, model_path, plan_path = predict(args.actmem, tmp, model_name, plan_name, batch, dtype, "cpu")
+            measured = run_json([sys.executable, str(HERE / "measure.py"), "--model", model_path,
                                  "--plan", plan_path, "--batch", str(batch), *autocast])
             ok, cells = compare(predicted, measured)
             failures += not ok

@@ -135,10 +135,9 @@ std::vector<detail::Candidate> frontier_of(const CostGraph& graph, const Device&
     all = detail::search_frontier(model, space_of(options));
     if (graph.run().rollout == 1) return all;
   }
-  const RunOptions& run = graph.run();
-  const bool scanned = memory_profile(run.framework, run.dtype, graph.model().implementation).step_checkpoint_scanned;
-  for (detail::Candidate& c :
-       scanned ? loop_body_plans(graph, device, options) : step_checkpointed(graph, device, options))
+  for (detail::Candidate& c : detail::step_checkpoints_searched_exactly(graph)
+                                  ? loop_body_plans(graph, device, options)
+                                  : step_checkpointed(graph, device, options))
     all.push_back(std::move(c));
   std::stable_sort(all.begin(), all.end(), [](const detail::Candidate& a, const detail::Candidate& b) {
     return a.peak_bytes != b.peak_bytes ? a.peak_bytes < b.peak_bytes : a.recompute_s < b.recompute_s;

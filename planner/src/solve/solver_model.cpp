@@ -21,6 +21,11 @@ bool chain_model_covers_unstepped_plans(const CostGraph& graph) {
               .stacks_linearization_residuals(run, /*step_checkpoint=*/false);
 }
 
+bool step_checkpoints_searched_exactly(const CostGraph& graph) {
+  const RunOptions& run = graph.run();
+  return memory_profile(run.framework, run.dtype, graph.model().implementation).step_checkpoint_scanned;
+}
+
 LoopBody loop_body_of(const CostGraph& graph, const Device& device) {
   const std::int64_t rollout = graph.run().rollout;
   Plan reference = empty_plan(graph.stages());

@@ -67,6 +67,10 @@ LoopBody loop_body_of(const CostGraph& graph, const Device& device);
 // model; the simulator does. Those runs are searched with each step
 // checkpointed (DeepMind's gradient_checkpointing), the loop body's model.
 bool chain_model_covers_unstepped_plans(const CostGraph& graph);
+// Whether the plans checkpointing each rollout step are searched exactly:
+// where the rollout is a scanned loop (the loop body's model). Otherwise
+// (PyTorch) they are the one-step frontier's, not searched exhaustively.
+bool step_checkpoints_searched_exactly(const CostGraph& graph);
 
 class ChainModel {
  public:
