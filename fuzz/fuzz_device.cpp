@@ -18,7 +18,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const Report r = simulate(g, d, d.memory_bytes, builtin_plan("deepmind:4", g.chain()));
     expect(std::isfinite(r.step_time_s) && r.step_time_s > 0, "a finite step time");
     expect(r.breakdown.reserved == d.reserve_bytes, "the reserve is part of the peak");
-    expect(r.fits == (r.peak_bytes <= d.memory_bytes), "fits is the peak against the budget");
+    // Fits: the peak within the budget, or (JAX) only through the compiler's
+    // own rematerialisation, whose floor is then under the peak (J7).
+    if (r.peak_bytes <= d.memory_bytes) expect(r.fits, "a peak within the budget fits");
+    if (r.fits && r.peak_bytes > d.memory_bytes)
+      expect(r.compiler_floor_bytes < r.peak_bytes, "over the budget, fits only through the compiler's floor");
   } catch (const InputError& e) {
     fuzz::expect_clear(e);
   }
