@@ -493,7 +493,14 @@ class GraphCastBuilder {
           message_passing(e_mesh, v_mesh, v_mesh, mesh_, m_.mesh_nodes, proc_edge_mlp_[k_], residual_first, false);
       const TensorId v_update = mlp("node_mlp", concat("node_input", {v_mesh, agg}), proc_node_mlp_[k_]);
       v_mesh = add("node_residual", v_mesh, v_update);
-      e_mesh = residual_first ? edges_out : add("edge_residual", e_mesh, edges_out);
+      // JAX traces the step and drops what the loss does not read: the
+      // decoder reads the mesh nodes only, so the last step's e + e' is
+      // never computed (J22). PyTorch runs it eagerly.
+      const bool read_later = k + 1 < m_.processor_steps || run_.framework != Framework::jax;
+      if (residual_first)
+        e_mesh = edges_out;
+      else if (read_later)
+        e_mesh = add("edge_residual", e_mesh, edges_out);
     }
 
     stage_ = static_cast<int>(2 + m_.processor_steps);

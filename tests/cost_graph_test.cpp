@@ -254,6 +254,43 @@ TEST_SUITE("cost graph") {
                          std::logic_error);
   }
 
+  TEST_CASE("cost graph: under JAX the last processor step adds no edge residual, which nothing reads (J22)") {
+    RunOptions run;
+    run.framework = Framework::jax;
+    const CostGraph jax = CostGraph::build(testing::tiny_model(2), run);
+    CHECK(find_op(jax, "processor.0.edge_residual") != nullptr);
+    CHECK(find_op(jax, "processor.1.edge_residual") == nullptr);
+    run.framework = Framework::pytorch;
+    const CostGraph torch = CostGraph::build(testing::tiny_model(2), run);
+    CHECK(find_op(torch, "processor.1.edge_residual") != nullptr);  // eager: computed, then let go
+  }
+
+  TEST_CASE("cost graph: under JAX float32 a linear's output gradient, read by matmuls only, is bfloat16 (J21)") {
+    // Written by the LayerNorm's or SiLU's backward in bfloat16; SiLU's
+    // output gradient is the same buffer. The output MLP's last linear
+    // feeds the loss, whose float32 gradient is made with it.
+    RunOptions run;
+    run.framework = Framework::jax;
+    run.dtype = DType::float32;
+    const CostGraph g = CostGraph::build(testing::tiny_model(2), run);
+    int linears = 0;
+    for (const Op& op : g.ops()) {
+      if (op.kind != OpKind::linear) continue;
+      ++linears;
+      CAPTURE(op.name);
+      const Tensor& out = g.tensor(op.outputs.front());
+      const Op& reader = g.op(g.consumers(op.outputs.front()).front());
+      const bool by_matmuls = reader.kind == OpKind::layer_norm || reader.kind == OpKind::silu;
+      CHECK(by_matmuls == (op.name != "decoder.output_mlp.linear1"));
+      CHECK(out.gradient_bytes() == (by_matmuls ? 2 : 4) * out.rows * out.cols);
+      if (reader.kind == OpKind::silu) {
+        const Tensor& silu = g.tensor(reader.outputs.front());
+        CHECK(silu.gradient_bytes() == 2 * silu.rows * silu.cols);
+      }
+    }
+    CHECK(linears > 20);
+  }
+
   TEST_CASE("cost graph: under JAX float32 the operands only matmuls read are kept in bfloat16 (J13)") {
     // XLA:TPU rounds float32 matmul operands to bfloat16: the gathers
     // (read by the edge MLP's fused concat) and the encoder's and decoder's

@@ -326,18 +326,22 @@ TEST_SUITE("simulator") {
     // The last processor step's edge latent feeds no later op but its own
     // edge update's concat, so its first gradient is that concat's edge
     // part. XLA splits it off and frees the whole [E, 3L] gradient; the
-    // mesh edges dominate here, so holding the whole would put the peak in
-    // processor 2's recomputation (where it stood before J18).
+    // mesh edges dominate here, and the peak, in processor 2's
+    // recomputation, holds that part (the gradient of processor 2's edge
+    // residual, [E, L] float32), not the whole.
     nlohmann::json model = testing::tiny_model_json();
     model["mesh_edges"] = 60000;
     const CostGraph g = CostGraph::build(model_from_json(model, "tiny.json"), jax(DType::float32));
     const Report r = with_peak_buffers(g, builtin(g, "full"));
     REQUIRE_FALSE(r.live_at_peak.empty());
-    CHECK(r.peak_at.stage == "processor.3");
-    std::int64_t concat_gradients = 0;
-    for (const PeakBuffer& b : r.live_at_peak)
+    CHECK(r.peak_at.stage == "processor.2");
+    std::int64_t concat_gradients = 0, edge_part = 0;
+    for (const PeakBuffer& b : r.live_at_peak) {
       if (b.tensor == "processor.3.edge_input") concat_gradients += b.bytes;
+      if (b.category == "gradients" && b.tensor == "processor.2.edge_residual") edge_part += b.bytes;
+    }
     CHECK(concat_gradients == 0);
+    CHECK(edge_part == 60000 * 64 * 4);
   }
 
   TEST_CASE(
@@ -378,14 +382,15 @@ TEST_SUITE("simulator") {
     // XLA:TPU keeps an MLP's float32 h and recomputes silu(h) from it for
     // the second linear's weight gradient; under bfloat16 the first
     // linear's fusion writes both and both are kept (J2). With nothing
-    // checkpointed the peak, in the output MLP's backward, holds every
-    // other MLP's saved tensors.
+    // checkpointed the peak, at the output MLP, holds every other MLP's
+    // saved tensors (the output MLP's own are the op's operands there).
     auto silu_and_hidden_at_peak = [](DType dtype) {
       const CostGraph g = CostGraph::build(testing::tiny_model(2), jax(dtype));
       const Report r = with_peak_buffers(g, empty_plan(g.stages()));
+      REQUIRE(r.peak_at.op.starts_with("decoder.output_mlp."));
       std::pair<int, int> counts{0, 0};
       for (const PeakBuffer& b : r.live_at_peak) {
-        if (b.category != "activations") continue;
+        if (b.category != "activations" || b.tensor.starts_with("decoder.output_mlp.")) continue;
         if (b.tensor.find(".silu") != std::string::npos) ++counts.first;
         if (b.tensor.ends_with(".linear0")) ++counts.second;
       }
@@ -398,6 +403,34 @@ TEST_SUITE("simulator") {
     CHECK(bfloat16_silu == bfloat16_hidden);
     CHECK(float32_hidden == bfloat16_hidden);
   }
+  TEST_CASE(
+      "simulator: under JAX SiLU's backward makes no buffer: the first linear's output gradient is SiLU's (J21)") {
+    // From the output MLP's second linear's backward to SiLU's, the
+    // second linear's output gradient [G, 10] is let go. PyTorch's SiLU
+    // backward then writes h's gradient [G, L]; XLA applies SiLU's
+    // derivative in the fusion that wrote SiLU's output gradient, so
+    // nothing is added: in bfloat16 under both dtypes (float32's operands
+    // of the backward matmuls are bfloat16 too, J13).
+    const ModelDescription m = testing::tiny_model(2);
+    auto silu_backward_delta = [&](const RunOptions& run) {
+      const CostGraph g = CostGraph::build(m, run);
+      const Report r = run_plan(g, empty_plan(g.stages()), /*timeline=*/true);
+      for (std::size_t i = 1; i < r.timeline.size(); ++i) {
+        const TimelinePoint& p = r.timeline[i];
+        if (p.at.pass == Pass::backward && p.at.op == "decoder.output_mlp.silu0") {
+          REQUIRE(r.timeline[i - 1].at.op == "decoder.output_mlp.linear1");
+          return p.live.gradients - r.timeline[i - 1].live.gradients;
+        }
+      }
+      FAIL("no backward row for decoder.output_mlp.silu0");
+      return std::int64_t{0};
+    };
+    const std::int64_t g = m.grid_nodes, l = m.latent_size, out = m.output_features;
+    CHECK(silu_backward_delta(jax(DType::bfloat16)) == -g * out * 2);
+    CHECK(silu_backward_delta(jax(DType::float32)) == -g * out * 4);
+    CHECK(silu_backward_delta(pytorch_float32()) == g * l * 4 - g * out * 4);
+  }
+
   TEST_CASE(
       "simulator: under JAX a rollout without step checkpoints stacks JAX's residuals of each step, those of "
       "the loop-invariant embeddings once (J11)") {
@@ -446,7 +479,8 @@ TEST_SUITE("simulator") {
     // XLA's backward loop computes the weight gradients (loop carries)
     // after the rest of the step's backward: at the peak, in the encoder's
     // backward of the last step, every processor step's two edge-MLP output
-    // gradients are still live; with every stage checkpointed none is.
+    // gradients are still live (the first linear's is SiLU's output
+    // gradient, J21); with every stage checkpointed none is.
     const ModelDescription m = testing::tiny_model();
     const CostGraph g = CostGraph::build(m, jax(DType::bfloat16, 2));
     auto held = [&](const Plan& plan) {
@@ -454,7 +488,8 @@ TEST_SUITE("simulator") {
       int count = 0;
       for (const PeakBuffer& b : r.live_at_peak)
         if (b.category == "gradients" && b.tensor.starts_with("step1.processor.") &&
-            b.tensor.find(".edge_mlp.linear") != std::string::npos)
+            (b.tensor.find(".edge_mlp.linear") != std::string::npos ||
+             b.tensor.find(".edge_mlp.silu") != std::string::npos))
           ++count;
       return std::pair{r.peak_at.stage, count};
     };

@@ -346,8 +346,10 @@ TEST_SUITE("solver") {
         for (int s = 0; s < 19; ++s) {
           CAPTURE(s);
           // processor.k is stage k + 2; processor.0 reads the embedded
-          // mesh, processor.15 feeds the decoder.
-          const bool middle = s >= 4 && s <= 16;
+          // mesh, processor.15 feeds the decoder. Under JAX processor.15
+          // adds no edge residual (J22), so processor.14's edge latent has
+          // one reader fewer than the others'.
+          const bool middle = s >= 4 && s <= (framework == Framework::jax ? 15 : 16);
           CHECK(translates[static_cast<std::size_t>(s)].base == (middle ? 3 : -1));
           if (middle) CHECK(translates[static_cast<std::size_t>(s)].offset == s - 3);
         }

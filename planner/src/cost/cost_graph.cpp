@@ -209,6 +209,10 @@ void CostGraphBuilder::compute_lifetimes() {
 // bfloat16: a gather's or a LayerNorm's output that only matmuls read
 // (directly or as a part of an MLP input's concatenation) is made and kept
 // in bfloat16, while its gradient stays float32 (docs/cost-model.md J13).
+// In the backward pass the gradient of a linear's output, which only the
+// linear's own weight- and input-gradient matmuls read, is made in
+// bfloat16 by the LayerNorm's or SiLU's backward that writes it; SiLU's
+// output gradient is the same buffer (J21).
 void CostGraphBuilder::round_matmul_operands() {
   const auto read_by_matmuls_only = [this](TensorId t, const auto& self) -> bool {
     const auto readers = graph_.consumers(t);
@@ -226,6 +230,17 @@ void CostGraphBuilder::round_matmul_operands() {
     total_bytes_ -= t.bytes();
     t.element_bytes = element_bytes(DType::bfloat16);
     total_bytes_ += t.bytes();
+  }
+  const auto narrow_gradient = [this](TensorId id) {
+    Tensor& t = graph_.tensors_[static_cast<std::size_t>(id)];
+    if (t.gradient_element_bytes == 0) t.gradient_element_bytes = element_bytes(DType::bfloat16);
+  };
+  for (const Op& op : graph_.ops_) {
+    if (op.kind != OpKind::layer_norm && op.kind != OpKind::silu) continue;
+    const OpId producer = graph_.producer(op.inputs.front());
+    if (producer < 0 || graph_.op(producer).kind != OpKind::linear) continue;
+    narrow_gradient(op.inputs.front());
+    if (op.kind == OpKind::silu) narrow_gradient(op.outputs.front());
   }
 }
 

@@ -48,7 +48,7 @@ void pytorch_rules(MemoryProfile& p, DType dtype, Implementation implementation)
   p.parameter_cast_bytes = dtype == DType::float32 ? 0 : element_bytes(dtype);
 }
 
-// JAX under XLA:TPU (docs/cost-model.md, J1–J20).
+// JAX under XLA:TPU (docs/cost-model.md, J1–J22).
 void jax_rules(MemoryProfile& p, DType dtype) {
   // XLA:TPU fuses the concat of an MLP's input into the matmul that
   // consumes it: never materialised, its parts (materialised gathers) are
@@ -77,6 +77,10 @@ void jax_rules(MemoryProfile& p, DType dtype) {
   p.scanned_loop_holds_first_carry = dtype == DType::bfloat16;  // read off bfloat16 modules (J20)
   rule(p, OpKind::gather).compiler_recomputable = true;
   rule(p, OpKind::silu).compiler_recomputable = true;
+  // SiLU's derivative is applied in the fusion that makes its output's
+  // gradient (the second linear's input gradient): the first linear's
+  // output gradient is that buffer, SiLU's never another (J21).
+  rule(p, OpKind::silu).grads_alias_output = true;
   rule(p, OpKind::add).compiler_recomputable = true;
   // JAX's residuals, read off its jaxprs (jax.ad_checkpoint.print_saved_residuals
   // of one MLP; integrations/jax/scan_residuals.py of a rollout, J11): a

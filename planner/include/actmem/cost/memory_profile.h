@@ -16,7 +16,8 @@ struct OpMemoryRule {
   std::uint32_t saved_inputs = 0;   // bit i: input i is kept for the backward pass
   std::uint32_t saved_outputs = 0;  // bit i: output i is kept for the backward pass
   // true: the gradients of the inputs are the output's gradient itself or
-  // views of it (add passes it through, concat splits it); false: backward
+  // views of it (add passes it through, concat splits it, XLA's SiLU
+  // applies its derivative where that gradient is made); false: backward
   // allocates a fresh gradient of each input's full size.
   bool grads_alias_output = false;
   // With grads_alias_output: the inputs' gradients are slices of the
