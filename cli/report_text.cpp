@@ -18,7 +18,7 @@ std::string describe_run(const CostGraph& g, const Device& d) {
 std::string describe_profile_caveat(const CostGraph& g, const Device& d) {
   // Measured on an H200 (docs/validation-jax.md, "On a GPU").
   if (g.run().framework != Framework::jax || d.id.starts_with("tpu")) return {};
-  return "note: actmem's JAX profile is XLA:TPU's; on an H200 it was 1% to 16% under XLA:GPU's figure at rollout 1, "
+  return "note: actmem's JAX profile is XLA:TPU's; on an H200 it was 1% to 18% under XLA:GPU's figure at rollout 1, "
          "and 80% under at rollout 2 with checkpoints inside the step (docs/validation-jax.md, \"On a GPU\")\n";
 }
 

@@ -116,18 +116,18 @@ def cases() -> list[Case]:
 # Cases whose miss is understood and not yet modelled (docs/validation-jax.md):
 # they are reported, and do not fail the run.
 KNOWN_GAPS = {
-    "mid none r1 float32 b1": "+5.6%, over: XLA keeps a processor step's edge residual, f32 in actmem, in "
-                              "bfloat16 (a fusion's second output, J13); narrowing residual adds' outputs as "
-                              "well gives +3.1% here but -7.6% for graphcast-small's float32 DeepMind plan; "
-                              "not applied",
-    "mid deepmind:4 r1 float32 b1": "+6.1%, over: as mid none r1 float32 (J13); +2.4% with that rule",
     "graphcast-small every:4 r2 bfloat16 b1": "-14.4%, under: XLA's backward loop body holds the recomputed edge "
                                               "inputs and the edge-MLP output gradients of several processor regions "
                                               "at once (DFS order), where actmem runs one region's backward after "
                                               "another; holding region linears' output gradients to the step's end "
                                               "gives -6.0% here but +24% to +40% on DeepMind's plans (J11)",
-    "mid deepmind:4 r2 float32 b2": "-12.2%, under: batch 2 only (batch 1 -1.9%; batch 2 with step checkpoints "
-                                    "+4.9%): XLA's loop body copies the mesh edge embedding's hoisted float32 "
+    "mid deepmind:4 r2 float32 b1": "-5.7%, under (-1.9% before J21 made the first linears' output gradients "
+                                    "bfloat16, as XLA's loop body writes them): the body peaks in the processor "
+                                    "region's backward, holding its concatenation's float32 input gradient "
+                                    "[80000, 1536] and all three parts split off it (0.92 GiB), where actmem's "
+                                    "peak is in the decoder's blocked backward (J11)",
+    "mid deepmind:4 r2 float32 b2": "-16.6%, under: batch 2 (batch 1 -5.7%; batch 2 with step checkpoints "
+                                    "-2.4%): XLA's loop body copies the mesh edge embedding's hoisted float32 "
                                     "LayerNorm intermediates into another layout (0.94 GiB, J11); not modelled",
 }
 
