@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "actmem/model/device.h"
 #include "actmem/simulate/simulator.h"
@@ -409,26 +410,35 @@ TEST_SUITE("simulator") {
     // second linear's output gradient [G, 10] is let go. PyTorch's SiLU
     // backward then writes h's gradient [G, L]; XLA applies SiLU's
     // derivative in the fusion that wrote SiLU's output gradient, so
-    // nothing is added: in bfloat16 under both dtypes (float32's operands
-    // of the backward matmuls are bfloat16 too, J13).
+    // nothing is added. Under float32 SiLU is not a buffer at all, forward
+    // or backward: the second linear's fusions compute it from h.
     const ModelDescription m = testing::tiny_model(2);
-    auto silu_backward_delta = [&](const RunOptions& run) {
+    auto silu_rows = [&](const RunOptions& run) {
       const CostGraph g = CostGraph::build(m, run);
       const Report r = run_plan(g, empty_plan(g.stages()), /*timeline=*/true);
+      std::optional<std::int64_t> backward_delta;
+      bool forward = false;
       for (std::size_t i = 1; i < r.timeline.size(); ++i) {
         const TimelinePoint& p = r.timeline[i];
-        if (p.at.pass == Pass::backward && p.at.op == "decoder.output_mlp.silu0") {
+        if (p.at.op != "decoder.output_mlp.silu0") continue;
+        if (p.at.pass == Pass::forward) forward = p.live.activations > r.timeline[i - 1].live.activations;
+        if (p.at.pass == Pass::backward) {
           REQUIRE(r.timeline[i - 1].at.op == "decoder.output_mlp.linear1");
-          return p.live.gradients - r.timeline[i - 1].live.gradients;
+          backward_delta = p.live.gradients - r.timeline[i - 1].live.gradients;
         }
       }
-      FAIL("no backward row for decoder.output_mlp.silu0");
-      return std::int64_t{0};
+      return std::pair{forward, backward_delta};
     };
     const std::int64_t g = m.grid_nodes, l = m.latent_size, out = m.output_features;
-    CHECK(silu_backward_delta(jax(DType::bfloat16)) == -g * out * 2);
-    CHECK(silu_backward_delta(jax(DType::float32)) == -g * out * 4);
-    CHECK(silu_backward_delta(pytorch_float32()) == g * l * 4 - g * out * 4);
+    const auto [bfloat16_writes, bfloat16_backward] = silu_rows(jax(DType::bfloat16));
+    CHECK(bfloat16_writes);
+    CHECK(bfloat16_backward == -g * out * 2);
+    const auto [float32_writes, float32_backward] = silu_rows(jax(DType::float32));
+    CHECK_FALSE(float32_writes);
+    CHECK_FALSE(float32_backward.has_value());
+    const auto [torch_writes, torch_backward] = silu_rows(pytorch_float32());
+    CHECK(torch_writes);
+    CHECK(torch_backward == g * l * 4 - g * out * 4);
   }
 
   TEST_CASE(

@@ -79,8 +79,12 @@ void jax_rules(MemoryProfile& p, DType dtype) {
   rule(p, OpKind::silu).compiler_recomputable = true;
   // SiLU's derivative is applied in the fusion that makes its output's
   // gradient (the second linear's input gradient): the first linear's
-  // output gradient is that buffer, SiLU's never another (J21).
+  // output gradient is that buffer, SiLU's never another. Under float32
+  // SiLU itself is computed from h inside the second linear's fusions,
+  // forward and backward, and never written (J21); under bfloat16 the
+  // first linear's fusion writes it (J2).
   rule(p, OpKind::silu).grads_alias_output = true;
+  rule(p, OpKind::silu).output_materialized = dtype == DType::bfloat16;
   rule(p, OpKind::add).compiler_recomputable = true;
   // JAX's residuals, read off its jaxprs (jax.ad_checkpoint.print_saved_residuals
   // of one MLP; integrations/jax/scan_residuals.py of a rollout, J11): a

@@ -885,6 +885,18 @@ std::int64_t MemoryMachine::input_gradient(const Op& op, const OpMemoryRule& rul
   if (made_fused(t)) {
     const Op& producer = g_.op(g_.producer(t));
     const OpMemoryRule& producer_rule = profile_.rule(producer.kind);
+    // One whose gradient passes through (XLA's fused SiLU, J21) hands
+    // its inputs the gradient this kernel writes for t.
+    if (producer_rule.grads_alias_output && !producer_rule.grads_are_slices) {
+      const int through = allocate(gradient_bytes_of(t, block_rows), kGradients, 1, t);
+      for (TensorId u : producer.inputs) {
+        if (!tensor(u).requires_grad) continue;
+        retain(through);
+        contributions_.push_back({u, through, false});
+      }
+      release(through);
+      return 0;
+    }
     if (!producer_rule.grads_are_slices) {
       std::int64_t transient = 0;
       for (TensorId u : producer.inputs) transient += input_gradient(producer, producer_rule, u, block_rows);
