@@ -263,6 +263,22 @@ TEST_SUITE("cost graph") {
     run.framework = Framework::pytorch;
     const CostGraph torch = CostGraph::build(testing::tiny_model(2), run);
     CHECK(find_op(torch, "processor.1.edge_residual") != nullptr);  // eager: computed, then let go
+    // Nothing else is dead under JAX, in any implementation, at rollout 1 or 2:
+    // every op's output is read, or is a step's loss, or the last step's
+    // next carry, which the scan's body computes in every iteration.
+    for (Implementation implementation :
+         {Implementation::deepmind, Implementation::physicsnemo, Implementation::anemoi})
+      for (std::int64_t rollout : {1, 2}) {
+        RunOptions jax_run;
+        jax_run.framework = Framework::jax;
+        jax_run.rollout = rollout;
+        const CostGraph g = CostGraph::build(testing::tiny_model(2, implementation), jax_run);
+        for (const Op& op : g.ops()) {
+          CAPTURE(op.name);
+          if (op.kind != OpKind::mse_loss && op.kind != OpKind::next_input)
+            CHECK_FALSE(g.consumers(op.outputs.front()).empty());
+        }
+      }
   }
 
   TEST_CASE("cost graph: under JAX float32 a linear's output gradient, read by matmuls only, is bfloat16 (J21)") {
