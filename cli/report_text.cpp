@@ -22,6 +22,15 @@ std::string describe_profile_caveat(const CostGraph& g, const Device& d) {
          "and 80% under at rollout 2 with checkpoints inside the step (docs/validation-jax.md, \"On a GPU\")\n";
 }
 
+std::string describe_plan_caveat(const CostGraph& g, const Plan& plan) {
+  // Measured against XLA:TPU (docs/validation-jax.md; KNOWN_GAPS in
+  // integrations/jax/validate.py): 9 such cases, 6 within 5%.
+  if (g.run().framework != Framework::jax || g.run().rollout < 2 || plan.step_checkpoint) return {};
+  return "note: a JAX rollout without step checkpoints: against XLA:TPU actmem was from 17% under to 2% over "
+         "(float32, batch 2 and several processor regions the farthest; with each step checkpointed, as the "
+         "solver's plans are, within 5%; docs/validation-jax.md)\n";
+}
+
 std::string describe_compiler_remat(const Report& r) {
   if (r.compiler_floor_bytes >= r.peak_bytes || r.peak_bytes <= r.budget_bytes) return {};
   return fmt::format(

@@ -5,6 +5,7 @@
 
 #include "actmem/cost/cost_graph.h"
 #include "actmem/model/device.h"
+#include "actmem/simulate/plan.h"
 #include "actmem/simulate/report.h"
 
 namespace actmem::cli {
@@ -14,6 +15,9 @@ std::string describe_run(const CostGraph& graph, const Device& device);
 // A "note:" line where the memory profile was not validated for the run's
 // device (JAX on a GPU); empty otherwise.
 std::string describe_profile_caveat(const CostGraph& graph, const Device& device);
+// A "note:" line where the plan is of a kind whose figure was measured off
+// by more than 5% (JAX rollouts without step checkpoints); empty otherwise.
+std::string describe_plan_caveat(const CostGraph& graph, const Plan& plan);
 
 // Peak against budget, the breakdown, where the peak is, FLOPs and time.
 std::string describe_report(const Report& report);

@@ -52,5 +52,14 @@ check_error "--autocast: expected one of cuda, cpu, got 'gpu' (did you mean 'cpu
 "$actmem" simulate --model "$work/tiny.json" --device h200-141gb | grep -q "^note: actmem's JAX profile is XLA:TPU's" ||
   fail "no note for JAX on a GPU"
 ! "$actmem" simulate --model "$work/tiny.json" --device tpu-v4 | grep -q "^note:" || fail "a note for JAX on a TPU"
+# A JAX rollout without step checkpoints was measured farther from XLA than
+# 5%, and the text says so; with each step checkpointed, or at rollout 1, not.
+"$actmem" simulate --model "$work/tiny.json" --device tpu-v4 --rollout 2 |
+  grep -q "^note: a JAX rollout without step checkpoints" || fail "no note for an unstepped JAX rollout"
+echo '{"step_checkpoint": true}' >"$work/stepped.json"
+! "$actmem" simulate --model "$work/tiny.json" --device tpu-v4 --rollout 2 --plan "$work/stepped.json" |
+  grep -q "^note:" || fail "a note for a step-checkpointed JAX rollout"
+! "$actmem" simulate --model "$work/tiny.json" --device tpu-v4 --rollout 2 --framework pytorch |
+  grep -q "^note:" || fail "a note for a PyTorch rollout"
 
 finish
