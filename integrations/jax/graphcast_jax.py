@@ -375,10 +375,16 @@ def _shared_inputs(consts: Constants, run: Run) -> NetworkInputs:
                          feats(consts.m2g_edges), consts.g2m, consts.mesh_graph, consts.m2g)
 
 
-def make_loss(d: Description, run: Run, network: Network, step_checkpoint: bool = False):
+def make_loss(d: Description, run: Run, network: Network, step_checkpoint: bool = False,
+              targets_on_host: bool = False):
     """loss(params, data, constants): the rollout's mean squared error, float32.
     step_checkpoint wraps the scan body in jax.checkpoint(nothing_saveable)
-    (DeepMind's gradient_checkpointing); it applies only when rollout > 1."""
+    (DeepMind's gradient_checkpointing); it applies only when rollout > 1.
+    targets_on_host: data.targets lives in host memory (the caller places it
+    there: memory kind pinned_host); each step moves its own target to the
+    device, inside the step, so a step checkpoint moves it again for its
+    recomputation. (The forcings stay on the device: libtpu 0.0.42.1 fails a
+    RET_CHECK on the dynamic slice of a host array 5 channels wide.)"""
     dtype, lead, c_t = run.activation_dtype, run.lead, d.time_channels
     kept = c_t - FORCINGS  # predicted channels that feed the next input frame
 
@@ -389,6 +395,8 @@ def make_loss(d: Description, run: Run, network: Network, step_checkpoint: bool 
 
         def step(frames, xs):
             target, forcings = xs
+            if targets_on_host:
+                target = jax.device_put(target, jax.memory.Space.Device)
             grid = jnp.concatenate([frames.reshape(*frames.shape[:-2], -1), forcings, static], axis=-1)
             pred = network(cast, shared._replace(grid=grid.astype(dtype))).astype(jnp.float32)
             term = jnp.mean(jnp.square(pred - target))
@@ -427,10 +435,11 @@ def apply_optimizer(optimizer: str, params: dict, grads: dict, state: dict) -> t
     return params, {"count": count, "mu": mu, "nu": nu}
 
 
-def make_train_step(d: Description, run: Run, network: Network, step_checkpoint: bool = False):
+def make_train_step(d: Description, run: Run, network: Network, step_checkpoint: bool = False,
+                    targets_on_host: bool = False):
     """train_step(params, opt_state, data, constants) -> (params, opt_state, loss).
-    Jit it with donate_argnums=DONATED."""
-    loss_fn = make_loss(d, run, network, step_checkpoint)
+    Jit it with donate_argnums=DONATED; make_loss says what the flags do."""
+    loss_fn = make_loss(d, run, network, step_checkpoint, targets_on_host)
 
     def train_step(params, opt_state, data: Data, consts: Constants):
         loss, grads = jax.value_and_grad(loss_fn)(params, data, consts)

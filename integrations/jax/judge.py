@@ -16,8 +16,10 @@ plan (`actmem simulate --framework jax --device tpu-v4`).
 
 Usage:
   judge.py [--plan FILE | --plan-spec SPEC] [--model NAME|FILE] [--dtype D] [--batch B]
-           [--rollout T] [--optimizer O] [--step-checkpoint] [--target tpu-v4,cpu] [--json]
-Exit: 0 every case fits (or compiled, for cpu), 1 some case does not fit, 2 bad input.
+           [--rollout T] [--optimizer O] [--step-checkpoint] [--targets-on-host]
+           [--target tpu-v4,cpu] [--json]
+Exit: 0 every case fits (or compiled, for cpu), 1 some case does not fit, 2 bad input or a compile
+that XLA itself fails (no verdict).
 """
 from __future__ import annotations
 
@@ -104,6 +106,9 @@ def parse_args(argv):
     p.add_argument("--optimizer", choices=("adam", "sgd"), help="default: the plan's, else adam")
     p.add_argument("--step-checkpoint", action="store_true", help="each rollout step under jax.checkpoint "
                    "(DeepMind's gradient_checkpointing; rollout > 1)")
+    p.add_argument("--targets-on-host", action="store_true",
+                   help="the rollout's targets in host memory (memory kind pinned_host), each step moving its "
+                   "own to the device: an experiment actmem does not model (docs/validation-jax.md, rollout 12)")
     p.add_argument("--target", default="tpu-v4", help="comma-separated: tpu-v4, cpu (default: tpu-v4)")
     p.add_argument("--json", action="store_true", help="one JSON object per target on stdout")
     p.add_argument("--no-actmem", action="store_true", help="skip actmem's prediction")
@@ -128,6 +133,7 @@ class Case:
     plan_name: str
     plan: "Plan"
     predicted: dict | None = None
+    targets_on_host: bool = False  # data.targets in host memory (judge.py --targets-on-host)
 
 
 def make_case(args) -> Case:
@@ -148,8 +154,11 @@ def make_case(args) -> Case:
         plan_obj, source = case.predicted["plan"], f"actmem simulate --plan {case.plan_name}"
     plan = parse_plan(plan_obj, description, args.plan or source)
     case.plan = Plan(plan.stages, plan.regions, plan.edge_blocks, plan.step_checkpoint or args.step_checkpoint)
+    case.targets_on_host = args.targets_on_host
+    if case.targets_on_host:  # actmem holds every input on the device: no prediction to set beside XLA's
+        case.predicted = None
     # actmem predicts the plan compiled (a step checkpoint given on the command line included).
-    if (args.plan or case.plan.step_checkpoint) and not args.no_actmem and os.access(ACTMEM, os.X_OK):
+    elif (args.plan or case.plan.step_checkpoint) and not args.no_actmem and os.access(ACTMEM, os.X_OK):
         case.predicted = actmem_simulate(case, case.plan.to_json())
     return case
 
@@ -200,9 +209,17 @@ def target_device(target: str):
 
 
 def abstract_arguments(case: Case, device) -> tuple:
+    """The step's arguments on `device`; the targets in its host memory when the case says so."""
     sharding = jax.sharding.SingleDeviceSharding(device)
-    return jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding),
-                        argument_shapes(case.description, case.run))
+    host = jax.sharding.SingleDeviceSharding(device, memory_kind="pinned_host")
+
+    def place(shapes, where):
+        return jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=where), shapes)
+
+    params, opt_state, data, consts = argument_shapes(case.description, case.run)
+    data = data._replace(frames=place(data.frames, sharding), forcings=place(data.forcings, sharding),
+                         targets=place(data.targets, host if case.targets_on_host else sharding))
+    return place(params, sharding), place(opt_state, sharding), data, place(consts, sharding)
 
 
 def parse_size(number: str, unit: str) -> int:
@@ -332,20 +349,22 @@ def available_hbm(device) -> int:
 def judge(case: Case, target: str) -> dict:
     """Compiles the training step for `target`; XLA's figures or its refusal."""
     device = target_device(target)
-    step = make_train_step(case.description, case.run, network(case.plan), case.plan.step_checkpoint)
+    step = make_train_step(case.description, case.run, network(case.plan), case.plan.step_checkpoint,
+                           case.targets_on_host)
     start, cpu_start = time.perf_counter(), time.process_time()
     lowered = jax.jit(step, donate_argnums=DONATED).lower(*abstract_arguments(case, device))
     lowered_at = time.perf_counter()
     result = {"target": target, "device": device.device_kind, "model": case.model_name, "plan": case.plan_name,
               "dtype": case.run.dtype, "batch": case.run.batch, "rollout": case.run.rollout,
-              "optimizer": case.run.optimizer, "step_checkpoint": case.plan.step_checkpoint}
+              "optimizer": case.run.optimizer, "step_checkpoint": case.plan.step_checkpoint,
+              "targets_on_host": case.targets_on_host}
     try:
         stats = lowered.compile().memory_analysis()
         oom = None
     except jax.errors.JaxRuntimeError as e:
         oom = out_of_memory(str(e))
-        if oom is None:
-            raise
+        if oom is None:  # not a verdict: XLA itself failed (an internal RET_CHECK, say)
+            raise UsageError(f"{target}: XLA could not compile the step: {str(e).strip().splitlines()[0]}") from None
         stats, message = None, str(e)
     result["lower_seconds"] = round(lowered_at - start, 2)
     result["compile_seconds"] = round(time.perf_counter() - lowered_at, 2)
@@ -365,8 +384,9 @@ def judge(case: Case, target: str) -> dict:
 def memory_fields(stats) -> dict:
     keys = ("argument", "output", "alias", "temp", "generated_code")
     if stats is None:
-        return {f"{k}_bytes": None for k in keys + ("peak",)}
+        return {f"{k}_bytes": None for k in keys + ("peak", "host_argument")}
     out = {f"{k}_bytes": getattr(stats, f"{k}_size_in_bytes") for k in keys}
+    out["host_argument_bytes"] = getattr(stats, "host_argument_size_in_bytes", 0)  # not in the peak: host memory
     out["peak_bytes"] = out["temp_bytes"] + out["argument_bytes"] + out["output_bytes"] - out["alias_bytes"]
     peak = getattr(stats, "peak_memory_in_bytes", None)
     if peak is not None:
@@ -412,7 +432,11 @@ def main(argv=None) -> int:
         return 2
     fits = True
     for target in args.targets:
-        r = judge(case, target)
+        try:
+            r = judge(case, target)
+        except UsageError as e:
+            print(f"actmem-jax: error: {e}", file=sys.stderr)
+            return 2
         fits &= r["fits"] is not False
         print(json.dumps(r) if args.json else readable(r), flush=True)
     return 0 if fits else 1

@@ -213,6 +213,24 @@ def test_checkpointing_lowers_xla_s_peak_on_tpu(tmp_path):
 
 
 @needs_jax
+def test_targets_on_host_leave_the_device_s_arguments(tmp_path):
+    """--targets-on-host: XLA:TPU counts the stacked targets as a host
+    argument, byte for byte what leaves the device's arguments, and actmem's
+    prediction (every input on the device) is not set beside it."""
+    figures = {}
+    for flags in ((), ("--targets-on-host",)):
+        case = make_case(tmp_path, PLANS["step"], "--rollout", "3", *flags)
+        figures[flags] = judge.judge(case, "tpu-v4")
+        assert figures[flags]["fits"] and figures[flags]["targets_on_host"] == bool(flags)
+    device, host = figures[()], figures[("--targets-on-host",)]
+    assert device["host_argument_bytes"] == 0 and host["host_argument_bytes"] > 0
+    assert device["argument_bytes"] - host["argument_bytes"] == host["host_argument_bytes"]
+    args = judge.parse_args(["--model", write(tmp_path, "tiny.json", TINY), "--plan-spec", "none", "--rollout", "2",
+                             "--targets-on-host"])
+    assert judge.make_case(args).predicted is None
+
+
+@needs_jax
 def test_out_of_memory_messages_are_parsed():
     g = 2**30
     assert judge.out_of_memory("RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO "
