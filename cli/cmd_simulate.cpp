@@ -53,8 +53,7 @@ int run_simulate(const Args& args) {
     print_json(out);
   } else {
     std::cout << describe_run(graph, device) << describe_profile_caveat(graph, device)
-              << describe_plan_caveat(graph, plan)
-              << "plan: " << describe(plan, graph.stages()) << "\n\n"
+              << describe_plan_caveat(graph, plan) << "plan: " << describe(plan, graph.stages()) << "\n\n"
               << describe_report(report);
     if (peak_buffers > 0) std::cout << describe_peak_buffers(report.live_at_peak);
   }

@@ -384,7 +384,8 @@ def make_loss(d: Description, run: Run, network: Network, step_checkpoint: bool 
     there: memory kind pinned_host); each step moves its own target to the
     device, inside the step, so a step checkpoint moves it again for its
     recomputation. (The forcings stay on the device: libtpu 0.0.42.1 fails a
-    RET_CHECK on the dynamic slice of a host array 5 channels wide.)"""
+    RET_CHECK on the dynamic slice of some host arrays, theirs among them,
+    and mid's targets too.)"""
     dtype, lead, c_t = run.activation_dtype, run.lead, d.time_channels
     kept = c_t - FORCINGS  # predicted channels that feed the next input frame
 
