@@ -100,6 +100,11 @@ def cases() -> list[Case]:
         # plans no case had, to test J21 and J22 (added 2026-12-04, predicted before measured)
         ("mid", "every:2", 1, False, "float32", 1), ("mid", "full", 1, False, "float32", 1),
         ("mid", "every:2", 1, False, "bfloat16", 1), ("graphcast-small", "deepmind:4", 1, False, "float32", 1),
+        # actmem's own plans where they fit a v4 as written with under 0.5 GiB to
+        # spare (added 2026-12-04, predicted before measured)
+        ("graphcast-small", "actmem", 4, False, "bfloat16", 4), ("graphcast-small", "actmem", 2, False, "float32", 2),
+        ("graphcast-operational", "actmem", 1, False, "bfloat16", 1),
+        ("graphcast-operational", "actmem", 2, False, "bfloat16", 1),
     )
     out = [Case(f"{m} {p} r{r}{' step' if sc else ''} {d} b{b}", m, p, d, b, r, sc) for m, p, r, sc, d, b in spec]
     for plan, rollout, step_ckpt, dtype, batch in (("none", 1, False, "bfloat16", 1),
