@@ -38,6 +38,7 @@ def main(argv: list[str]) -> int:
         if not args.plan:
             raise judge.UsageError("--plan FILE is required (make it with `actmem plan` or `actmem simulate`)")
         judge.require_packages(["cpu"])
+        judge.require_targets_on_device(args, "gpu_check.py")
         case = judge.make_case(args)
     except (judge.UsageError, judge.InputError) as e:
         print(f"actmem-jax: error: {e}", file=sys.stderr)

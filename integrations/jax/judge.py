@@ -122,6 +122,15 @@ def parse_args(argv):
     return args
 
 
+def require_targets_on_device(args, tool: str):
+    """For the tools that take judge.py's arguments but build the step's
+    arguments themselves, all on the device: --targets-on-host is refused,
+    not ignored."""
+    if args.targets_on_host:
+        raise UsageError(f"--targets-on-host: {tool} holds every argument on the device; only judge.py can "
+                         "place the targets in host memory")
+
+
 @dataclass
 class Case:
     """What to judge: the model, run and plan, and actmem's prediction (or None)."""

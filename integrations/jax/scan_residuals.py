@@ -136,6 +136,7 @@ def main(argv=None) -> int:
     try:
         args, json_output = parse_args(sys.argv[1:] if argv is None else argv)
         judge.require_packages(args.targets)
+        judge.require_targets_on_device(args, "scan_residuals.py")
         args.no_actmem = True  # the stack is JAX's; actmem's prediction is not needed for it
         found = scans(judge.make_case(args))
     except (judge.UsageError, judge.InputError) as e:

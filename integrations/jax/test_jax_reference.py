@@ -296,6 +296,18 @@ def test_command_line_errors_exit_2_without_traceback(tmp_path):
 
 
 @needs_jax
+def test_tools_that_hold_every_argument_on_the_device_refuse_targets_on_host(tmp_path):
+    plan = write(tmp_path, "plan.json", PLANS["step"])
+    model = write(tmp_path, "tiny.json", TINY)
+    for tool in ("gpu_check.py", "scan_residuals.py"):
+        done = subprocess.run([sys.executable, os.path.join(HERE, tool), "--plan", plan, "--model", model,
+                               "--rollout", "2", "--targets-on-host"], capture_output=True, text=True)
+        assert done.returncode == 2, (tool, done.stderr[-2000:])
+        assert done.stderr == (f"actmem-jax: error: --targets-on-host: {tool} holds every argument on the device; "
+                               "only judge.py can place the targets in host memory\n")
+
+
+@needs_jax
 def test_missing_jax_names_the_package_and_the_installer():
     """-S: no site-packages, so no JAX."""
     done = subprocess.run([sys.executable, "-S", os.path.join(HERE, "judge.py"), "--plan-spec", "none"],
