@@ -26,7 +26,7 @@ std::string describe_plan_caveat(const CostGraph& g, const Plan& plan) {
   // Measured against XLA:TPU (docs/validation-jax.md; KNOWN_GAPS in
   // integrations/jax/validate.py): 9 such cases, 6 within 5%.
   if (g.run().framework != Framework::jax || g.run().rollout < 2 || plan.step_checkpoint) return {};
-  return "note: a JAX rollout without step checkpoints: against XLA:TPU actmem was from 17% under to 2% over "
+  return "note: a JAX rollout without step checkpoints: against XLA:TPU actmem was from 16% under to 2% over "
          "(float32, batch 2 and several processor regions the farthest; with each step checkpointed, as the "
          "solver's plans are, within 5%; docs/validation-jax.md)\n";
 }

@@ -309,10 +309,13 @@ TEST_SUITE("cost graph") {
 
   TEST_CASE("cost graph: under JAX float32 the operands only matmuls read are kept in bfloat16 (J13)") {
     // XLA:TPU rounds float32 matmul operands to bfloat16: the gathers
-    // (read by the edge MLP's fused concat) and the encoder's and decoder's
-    // edge embeddings (read by their edge MLP alone) are made in 2 bytes a
-    // value, their gradients in 4. The mesh edge embedding, which the processor's
-    // first edge residual reads too, stays float32.
+    // (read by the edge MLP's fused concat), the encoder's and decoder's
+    // edge embeddings (read by their edge MLP alone) and the edge residual
+    // of the processor's second-last step (read by the last step's edge MLP
+    // alone: the last step's edge residual is dead, J22) and the decoder's
+    // grid residual (read by the output MLP alone) are made in 2 bytes a
+    // value, their gradients in 4. The mesh edge embedding and the other
+    // residuals, which residual adds read too, stay float32.
     RunOptions run;
     run.framework = Framework::jax;
     run.dtype = DType::float32;
@@ -323,11 +326,11 @@ TEST_SUITE("cost graph") {
         CHECK(t.gradient_bytes() == 2 * t.bytes());
         narrowed.push_back(t.name);
       }
-    const std::vector<std::string> expected{"encoder.edge_embed.layer_norm", "encoder.gather_senders",
-                                            "encoder.gather_receivers",      "processor.0.gather_senders",
-                                            "processor.0.gather_receivers",  "processor.1.gather_senders",
-                                            "processor.1.gather_receivers",  "decoder.edge_embed.layer_norm",
-                                            "decoder.gather_senders",        "decoder.gather_receivers"};
+    const std::vector<std::string> expected{
+        "encoder.edge_embed.layer_norm", "encoder.gather_senders",       "encoder.gather_receivers",
+        "processor.0.gather_senders",    "processor.0.gather_receivers", "processor.0.edge_residual",
+        "processor.1.gather_senders",    "processor.1.gather_receivers", "decoder.edge_embed.layer_norm",
+        "decoder.gather_senders",        "decoder.gather_receivers",     "decoder.grid_node_residual"};
     CHECK(narrowed == expected);
     // Not under PyTorch float32 nor JAX bfloat16: every tensor keeps its
     // dtype (at rollout 1 no carried frames, J9).

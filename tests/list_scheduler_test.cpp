@@ -109,7 +109,7 @@ TEST_CASE("edge blocks' backward: XLA's rise of memory over the blocks, for 2, 4
 // gather before the last slice (`split.1`), which is the blocks' peak.
 TEST_CASE("edge blocks' backward: at batch 2 the grid's gathers wait for their block, the mesh's are hoisted") {
   EdgeBlockSizes s = decoder(97740 * 2, 10242 * 2, 32580 * 2, 8);
-  s.receivers_copied = true;
+  s.receivers_copy = s.receivers;
   const EdgeBlockPeak peak = edge_block_backward(s).peak;
   CHECK(peak.step == EdgeBlockStep::slice_output_gradient);
   auto count = [&](EdgeBlockValue value) {
@@ -122,8 +122,62 @@ TEST_CASE("edge blocks' backward: at batch 2 the grid's gathers wait for their b
   CHECK(count(EdgeBlockValue::gathered_receivers) == 0);
   CHECK(count(EdgeBlockValue::receivers_copy) == 0);
   // without the copies both gathers are hoisted (J17, batch 1)
-  s.receivers_copied = false;
+  s.receivers_copy = 0;
   const EdgeBlockPeak hoisted = edge_block_backward(s).peak;
   CHECK(std::count_if(hoisted.live.begin(), hoisted.live.end(),
                       [](const EdgeBlockPeak::Live& l) { return l.value == EdgeBlockValue::gathered_receivers; }) > 0);
+}
+
+// Under float32 at batch 2 the grid nodes' features are float32 but the copy
+// each block gathers from is bfloat16, the gathers' dtype (docs/cost-model.md
+// J15, J13): `mid`'s decoder (120,000 edges, 10,000 mesh and 40,000 grid
+// nodes, rows × 2) in 4 blocks, `deepmind:4`, each step checkpointed, rollout
+// 2. XLA's loop body (`remat_trace.py --model integrations/jax/models/mid.json
+// --plan-spec deepmind:4 --rollout 2 --step-checkpoint --batch 2 --dtype
+// float32`, #785–#838) recomputes two whole blocks up to h before it takes the
+// last two output-gradient slices: `split.587`, `copy.645`, `slice.1312`,
+// `copy.643` (the grid side's gather, from `copy.642 = bf16[40000,2,512]`),
+// `fusion.2354` (h, `f32[30000,2,512]`), `split.586`, … `fusion.2349`,
+// `split.585`, `split.584`: the peak.
+TEST_CASE("edge blocks' backward: under float32 at batch 2 the grid's copy is bfloat16 and two blocks run ahead") {
+  const std::int64_t edges = 120000 * 2, mesh = 10000 * 2, grid = 40000 * 2, rows = edges / 4;
+  const std::int64_t f32 = 512 * 4, bf16 = 512 * 2;
+  EdgeBlockSizes s;
+  for (int b = 0; b < 4; ++b) {
+    EdgeBlockSizes::Block z;
+    z.output_gradient = z.hidden = z.silu = z.pre_norm = rows * f32;
+    z.gathered_senders = z.gathered_receivers = z.edge_slice = rows * bf16;
+    z.pre_norm_gradient = z.hidden_gradient = rows * bf16;  // J21
+    z.norm_statistics = rows * 4;
+    z.input_gradient = 3 * rows * f32;
+    z.sender_part = z.receiver_part = z.edge_part = rows * f32;
+    s.blocks.push_back(z);
+  }
+  s.output_gradient = edges * f32;
+  s.edges = edges * bf16;
+  s.edge_gradient = edges * f32;
+  s.senders = s.sender_gradient = mesh * f32;
+  s.receivers = s.receiver_gradient = grid * f32;
+  s.receiver_gradient_exists = true;
+  s.first_weight_partial = 1536 * 512 * 4;
+  s.second_weight_partial = 512 * 512 * 4;
+  s.receivers_copy = grid * bf16;
+  const EdgeBlockPeak peak = edge_block_backward(s).peak;
+  auto count = [](const EdgeBlockPeak& p, EdgeBlockValue value) {
+    return std::count_if(p.live.begin(), p.live.end(), [&](const EdgeBlockPeak::Live& l) { return l.value == value; });
+  };
+  CHECK(peak.step == EdgeBlockStep::slice_output_gradient);
+  CHECK(peak.block == 0);
+  CHECK(count(peak, EdgeBlockValue::output_gradient_slice) == 4);
+  CHECK(count(peak, EdgeBlockValue::hidden) == 2);
+  CHECK(count(peak, EdgeBlockValue::gathered_receivers) == 2);
+  CHECK(count(peak, EdgeBlockValue::gathered_senders) == 2);
+  CHECK(count(peak, EdgeBlockValue::edge_slice) == 2);
+  // With a float32 copy (the nodes' own size) no block's grid-side gather or
+  // h is made before the last slice: 0.34 GiB under XLA's peak.
+  s.receivers_copy = s.receivers;
+  const EdgeBlockPeak float32_copy = edge_block_backward(s).peak;
+  CHECK(count(float32_copy, EdgeBlockValue::hidden) == 0);
+  CHECK(count(float32_copy, EdgeBlockValue::gathered_receivers) == 0);
+  CHECK(peak.added - float32_copy.added == 2 * rows * (f32 + bf16));
 }

@@ -134,14 +134,8 @@ KNOWN_GAPS = {
                                     "region's backward, holding its concatenation's float32 input gradient "
                                     "[80000, 1536] and all three parts split off it (0.92 GiB), where actmem's "
                                     "peak is in the decoder's blocked backward (J11)",
-    "mid full r1 float32 b1": "+6.1%, over (predicted before it was measured, +7.8% before SiLU's float32 output "
-                              "stopped being a buffer, J21): XLA keeps processor 0's edge residual, which only the "
-                              "next step's edge MLP reads, in bfloat16 (a fusion's second output), and computes the "
-                              "decoder's grid residual inside the output MLP's fusions; narrowing residual adds that "
-                              "only matmuls read gives +2.5% here but -6.1% for mid deepmind:4 r2 step float32 b2, "
-                              "whose XLA peak is in the decoder's blocked backward, where actmem is under; not applied",
-    "mid deepmind:4 r2 float32 b2": "-16.6%, under: batch 2 (batch 1 -5.7%; batch 2 with step checkpoints "
-                                    "-2.4%): XLA's loop body copies the mesh edge embedding's hoisted float32 "
+    "mid deepmind:4 r2 float32 b2": "-15.6%, under: batch 2 (batch 1 -5.7%; batch 2 with step checkpoints "
+                                    "-0.6%): XLA's loop body copies the mesh edge embedding's hoisted float32 "
                                     "LayerNorm intermediates into another layout (0.94 GiB, J11); not modelled",
 }
 

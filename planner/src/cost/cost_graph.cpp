@@ -206,9 +206,10 @@ void CostGraphBuilder::compute_lifetimes() {
 }
 
 // XLA:TPU at its default precision multiplies float32 matrices in
-// bfloat16: a gather's or a LayerNorm's output that only matmuls read
-// (directly or as a part of an MLP input's concatenation) is made and kept
-// in bfloat16, while its gradient stays float32 (docs/cost-model.md J13).
+// bfloat16: a gather's, a LayerNorm's or a residual add's output that only
+// matmuls read (directly or as a part of an MLP input's concatenation) is
+// made and kept in bfloat16, while its gradient stays float32
+// (docs/cost-model.md J13, J23).
 // In the backward pass the gradient of a linear's output, which only the
 // linear's own weight- and input-gradient matmuls read, is made in
 // bfloat16 by the LayerNorm's or SiLU's backward that writes it; SiLU's
@@ -223,7 +224,7 @@ void CostGraphBuilder::round_matmul_operands() {
     });
   };
   for (const Op& op : graph_.ops_) {
-    if (op.kind != OpKind::gather && op.kind != OpKind::layer_norm) continue;
+    if (op.kind != OpKind::gather && op.kind != OpKind::layer_norm && op.kind != OpKind::add) continue;
     if (!read_by_matmuls_only(op.outputs.front(), read_by_matmuls_only)) continue;
     Tensor& t = graph_.tensors_[static_cast<std::size_t>(op.outputs.front())];
     if (t.gradient_element_bytes == 0) t.gradient_element_bytes = t.element_bytes;

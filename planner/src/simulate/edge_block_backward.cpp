@@ -109,22 +109,22 @@ EdgeBlockBackward schedule_edge_blocks(const EdgeBlockSizes& s) {
     const int barrier = g.instruction(S::barrier, b, {}, {slice, senders, receivers, edges});
     // A gather reads its nodes through the barrier, or a copy of them made
     // from there, which the gather frees.
-    auto gather = [&](EdgeBlockStep step, EdgeBlockValue value, std::int64_t bytes, bool copied,
-                      EdgeBlockStep copy_step, EdgeBlockValue copy_value, std::int64_t nodes_bytes, int nodes) {
+    auto gather = [&](EdgeBlockStep step, EdgeBlockValue value, std::int64_t bytes, std::int64_t copy_bytes,
+                      EdgeBlockStep copy_step, EdgeBlockValue copy_value, int nodes) {
       const int gathered = g.buffer(bytes, value, b);
-      if (!copied) {
+      if (copy_bytes == 0) {
         g.instruction(step, b, {gathered}, {}, {barrier}, {nodes});
         return gathered;
       }
-      const int copy = g.buffer(nodes_bytes, copy_value, b);
+      const int copy = g.buffer(copy_bytes, copy_value, b);
       g.instruction(copy_step, b, {copy}, {}, {barrier}, {nodes});
       g.instruction(step, b, {gathered}, {copy});
       return gathered;
     };
-    m.gathered_senders = gather(S::gather_senders, V::gathered_senders, z.gathered_senders, s.senders_copied,
-                                S::copy_senders, V::senders_copy, s.senders, senders);
-    m.gathered_receivers = gather(S::gather_receivers, V::gathered_receivers, z.gathered_receivers, s.receivers_copied,
-                                  S::copy_receivers, V::receivers_copy, s.receivers, receivers);
+    m.gathered_senders = gather(S::gather_senders, V::gathered_senders, z.gathered_senders, s.senders_copy,
+                                S::copy_senders, V::senders_copy, senders);
+    m.gathered_receivers = gather(S::gather_receivers, V::gathered_receivers, z.gathered_receivers, s.receivers_copy,
+                                  S::copy_receivers, V::receivers_copy, receivers);
     m.edge_slice = g.buffer(z.edge_slice, V::edge_slice, b);
     g.instruction(S::slice_edges, b, {m.edge_slice}, {}, {barrier}, {edges});
     m.hidden = g.buffer(z.hidden, V::hidden, b);
@@ -227,7 +227,7 @@ std::vector<std::int64_t> key_of(const EdgeBlockSizes& s) {
   }
   key.push_back(-1);
   key.insert(key.end(), {s.output_gradient, s.senders, s.receivers, s.edges, s.senders_held, s.receivers_held,
-                         s.edges_held, s.receivers_are_senders, s.senders_copied, s.receivers_copied, s.sender_gradient,
+                         s.edges_held, s.receivers_are_senders, s.senders_copy, s.receivers_copy, s.sender_gradient,
                          s.receiver_gradient, s.edge_gradient, s.sender_gradient_exists, s.receiver_gradient_exists,
                          s.edge_gradient_exists, s.first_weight_partial, s.second_weight_partial});
   for (EdgeBlockValue v : s.compiler_recomputable) key.push_back(static_cast<std::int64_t>(v));

@@ -80,8 +80,9 @@ struct EdgeBlockSizes {
   // receivers' fields are not read).
   bool receivers_are_senders = false;
   // Node features XLA lays out batch-major at batch > 1 and so copies whole,
-  // in a block's own time, before each block's gather from them (J15).
-  bool senders_copied = false, receivers_copied = false;
+  // in a block's own time, before each block's gather from them (J15): the
+  // bytes of one such copy, in the gathers' dtype; 0 where gathered directly.
+  std::int64_t senders_copy = 0, receivers_copy = 0;
   // Whole gradients; an existing one is added to in place.
   std::int64_t sender_gradient = 0, receiver_gradient = 0, edge_gradient = 0;
   bool sender_gradient_exists = false, receiver_gradient_exists = false, edge_gradient_exists = false;

@@ -660,11 +660,15 @@ bool MemoryMachine::sample_xla_blocked_backward(const Item& item) {
   s.edges_held = held_past_blocks(edges, item);
   s.receivers_are_senders = current(senders) == current(receivers);
   // At batch > 1 XLA:TPU lays the grid nodes' features out batch-major and
-  // copies them to gather from them (J15); the mesh nodes' it gathers from
-  // directly.
+  // copies them, in the gathers' dtype (bfloat16 under float32, J13), to
+  // gather from them (J15); the mesh nodes' it gathers from directly.
   const std::int64_t grid_rows = g_.model().grid_nodes * g_.run().batch;
-  s.senders_copied = g_.run().batch > 1 && tensor(senders).rows == grid_rows;
-  s.receivers_copied = g_.run().batch > 1 && !s.receivers_are_senders && tensor(receivers).rows == grid_rows;
+  auto copy_of = [&](TensorId nodes, TensorId gathered_from_them) -> std::int64_t {
+    if (g_.run().batch == 1 || tensor(nodes).rows != grid_rows) return 0;
+    return tensor(nodes).rows * row(gathered_from_them);
+  };
+  s.senders_copy = copy_of(senders, gathered[0]);
+  s.receivers_copy = s.receivers_are_senders ? 0 : copy_of(receivers, gathered[1]);
   s.sender_gradient = tensor(senders).gradient_bytes();
   s.receiver_gradient = tensor(receivers).gradient_bytes();
   s.edge_gradient = tensor(edges).gradient_bytes();
