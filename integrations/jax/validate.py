@@ -126,9 +126,11 @@ def cases() -> list[Case]:
 KNOWN_GAPS = {
     "graphcast-small every:4 r2 bfloat16 b1": "-14.4%, under: XLA's backward loop body holds the recomputed edge "
                                               "inputs and the edge-MLP output gradients of several processor regions "
-                                              "at once (DFS order), where actmem runs one region's backward after "
-                                              "another; holding region linears' output gradients to the step's end "
-                                              "gives -6.0% here but +24% to +40% on DeepMind's plans (J11)",
+                                              "at once, where actmem runs one region's backward after another; the "
+                                              "module is scheduled depth-first (XLA's three schedules: list 30.87, "
+                                              "DFS 28.16, post-order 28.55 GiB), the one stored case where the list "
+                                              "scheduler (J16) lost; holding region linears' output gradients to the "
+                                              "step's end gives -6.0% here but +24% to +40% on DeepMind's plans (J11)",
     "mid deepmind:4 r2 float32 b1": "-5.7%, under (-1.9% before J21 made the first linears' output gradients "
                                     "bfloat16, as XLA's loop body writes them): the body peaks in the processor "
                                     "region's backward, holding its concatenation's float32 input gradient "
