@@ -379,6 +379,33 @@ TEST_SUITE("simulator") {
     CHECK(first_row(float32, true) == targets);
   }
 
+  TEST_CASE("simulator: under JAX at batch 2 each aggregation reads a copy of its messages (J24)") {
+    // XLA:TPU lays the messages out batch-major and copies them row-major
+    // for the scatter: a buffer of their size alive while the scatter runs,
+    // at batch > 1 only, and never under PyTorch.
+    auto copies = [](RunOptions run) {
+      const CostGraph g = CostGraph::build(testing::tiny_model(2), run);
+      const Report r = run_plan(g, empty_plan(g.stages()), /*timeline=*/true);
+      std::vector<std::int64_t> extra, messages;
+      for (std::size_t i = 1; i < r.timeline.size(); ++i) {
+        const TimelinePoint& row = r.timeline[i];
+        if (row.at.pass != Pass::forward || !row.at.op.ends_with(".aggregate")) continue;
+        extra.push_back(row.live.workspace - r.timeline[i - 1].live.workspace);
+        for (const Op& op : g.ops())
+          if (op.name == row.at.op) messages.push_back(g.tensor(op.inputs[2]).bytes());
+      }
+      REQUIRE(extra.size() == 4);  // encoder, two processor steps, decoder
+      return std::pair{extra, messages};
+    };
+    const auto [batch2, messages2] = copies(jax(DType::bfloat16, 1, 2));
+    CHECK(batch2 == messages2);
+    CHECK(std::all_of(messages2.begin(), messages2.end(), [](std::int64_t b) { return b > 0; }));
+    const std::vector<std::int64_t> none(4, 0);
+    CHECK(copies(jax(DType::bfloat16, 1, 1)).first == none);
+    RunOptions torch = pytorch_float32();
+    torch.batch = 2;
+    CHECK(copies(torch).first == none);
+  }
   TEST_CASE("simulator: under JAX float32 no linear keeps the SiLU output it reads (J13)") {
     // XLA:TPU keeps an MLP's float32 h and recomputes silu(h) from it for
     // the second linear's weight gradient; under bfloat16 the first

@@ -105,6 +105,11 @@ def cases() -> list[Case]:
         ("graphcast-small", "actmem", 4, False, "bfloat16", 4), ("graphcast-small", "actmem", 2, False, "float32", 2),
         ("graphcast-operational", "actmem", 1, False, "bfloat16", 1),
         ("graphcast-operational", "actmem", 2, False, "bfloat16", 1),
+        # float32 at batch 2 and a nested float32 plan, to test J23 (added
+        # 2026-12-04, predicted before measured)
+        ("mid", "deepmind:2", 1, False, "float32", 2), ("mid", "deepmind:8", 2, True, "float32", 2),
+        ("mid", "full", 1, False, "float32", 2), ("graphcast-small", "deepmind", 1, False, "float32", 2),
+        ("graphcast-small", "nested", 2, True, "float32", 1),
     )
     out = [Case(f"{m} {p} r{r}{' step' if sc else ''} {d} b{b}", m, p, d, b, r, sc) for m, p, r, sc, d, b in spec]
     for plan, rollout, step_ckpt, dtype, batch in (("none", 1, False, "bfloat16", 1),

@@ -48,7 +48,7 @@ void pytorch_rules(MemoryProfile& p, DType dtype, Implementation implementation)
   p.parameter_cast_bytes = dtype == DType::float32 ? 0 : element_bytes(dtype);
 }
 
-// JAX under XLA:TPU (docs/cost-model.md, J1–J22).
+// JAX under XLA:TPU (docs/cost-model.md, J1–J24).
 void jax_rules(MemoryProfile& p, DType dtype) {
   // XLA:TPU fuses the concat of an MLP's input into the matmul that
   // consumes it: never materialised, its parts (materialised gathers) are
@@ -86,6 +86,9 @@ void jax_rules(MemoryProfile& p, DType dtype) {
   rule(p, OpKind::silu).grads_alias_output = true;
   rule(p, OpKind::silu).output_materialized = dtype == DType::bfloat16;
   rule(p, OpKind::add).compiler_recomputable = true;
+  // At batch > 1 the scatter aggregating an edge update reads a row-major
+  // copy of its messages (input 2), made as it starts (J24).
+  rule(p, OpKind::scatter_add).batched_copy_of_input = 2;
   // JAX's residuals, read off its jaxprs (jax.ad_checkpoint.print_saved_residuals
   // of one MLP; integrations/jax/scan_residuals.py of a rollout, J11): a
   // linear keeps its input; SiLU its input and three buffers of its output's

@@ -257,7 +257,15 @@ void MemoryMachine::forward_op(OpId id, bool saving, std::int64_t block_rows, in
     const std::int64_t bytes = hoisted(id, pass) ? 0 : output_bytes(op, rule, t, block_rows);
     current(t) = rule.output_materialized ? allocate(bytes, kActivations, refs + 1, t) : -1;
   }
+  // A copy of an input made for this op alone (J24) counts while it runs.
+  std::int64_t copy = 0;
+  if (rule.batched_copy_of_input >= 0 && g_.run().batch > 1 && !hoisted(id, pass)) {
+    const TensorId input = op.inputs[static_cast<std::size_t>(rule.batched_copy_of_input)];
+    if (current(input) >= 0) copy = buffer(current(input)).bytes;
+  }
+  live_[kWorkspace] += copy;
   if (!quiet_) sample_op(pass, op, block);
+  live_[kWorkspace] -= copy;
   if (saving) {
     std::vector<int> saved;
     if (stacking_residuals_ && pass == Pass::forward) {

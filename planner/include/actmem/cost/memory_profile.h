@@ -31,6 +31,10 @@ struct OpMemoryRule {
   // Extra buffers of input 0's size alive only inside this op's backward
   // (PyTorch's index_select backward: zeros, then an out-of-place index_add).
   int backward_scratch_copies = 0;
+  // ≥ 0: at batch > 1 a copy of this input is alive while the op runs
+  // (XLA:TPU lays the messages an aggregation reads out batch-major and
+  // copies them row-major for its scatter, J24).
+  int batched_copy_of_input = -1;
   // The compiler may recompute the output instead of keeping it, when a
   // program is over its memory limit: it is cheap, and what it reads is
   // live anyway (XLA:TPU's rematerialisation recomputes gathers, SiLU and
