@@ -110,6 +110,11 @@ def cases() -> list[Case]:
         ("mid", "deepmind:2", 1, False, "float32", 2), ("mid", "deepmind:8", 2, True, "float32", 2),
         ("mid", "full", 1, False, "float32", 2), ("graphcast-small", "deepmind", 1, False, "float32", 2),
         ("graphcast-small", "nested", 2, True, "float32", 1),
+        # bfloat16 at batch 2 and 4 with unblocked edge updates, to test J24
+        # (added 2026-12-04, predicted before measured)
+        ("mid", "full", 1, False, "bfloat16", 2), ("mid", "every:2", 1, False, "bfloat16", 2),
+        ("mid", "deepmind:4", 2, True, "bfloat16", 2), ("graphcast-small", "every:2", 1, False, "bfloat16", 2),
+        ("graphcast-small", "full", 1, False, "bfloat16", 4),
     )
     out = [Case(f"{m} {p} r{r}{' step' if sc else ''} {d} b{b}", m, p, d, b, r, sc) for m, p, r, sc, d, b in spec]
     for plan, rollout, step_ckpt, dtype, batch in (("none", 1, False, "bfloat16", 1),
