@@ -511,6 +511,33 @@ TEST_SUITE("simulator") {
   }
 
   TEST_CASE(
+      "simulator: under JAX at batch 2 a rollout without step checkpoints copies the hoisted LayerNorm's "
+      "residuals that a checkpoint's input needs (J25)") {
+    // DeepMind's plan leaves the mesh edges' embedding outside every
+    // checkpoint and the processor inside: the embedding's output is an
+    // input the processor's checkpoints keep. At batch 2 the backward loop
+    // body holds a copy of the embedding's LayerNorm's three float32
+    // intermediates beside their stack; not at batch 1, and not when no
+    // checkpoint reads the embedding (no checkpoints at all).
+    const ModelDescription m = testing::tiny_model();
+    const std::int64_t e = m.mesh_edges, l = m.latent_size;
+    const std::string norm = "residuals stacked by step0.mesh_edge_embed.edge_embed.layer_norm";
+    auto norm_buffers = [&](std::int64_t batch, const char* plan_name) {
+      const CostGraph g = CostGraph::build(m, jax(DType::bfloat16, 2, batch));
+      const Plan plan = plan_name ? builtin(g, plan_name) : empty_plan(g.stages());
+      std::vector<std::int64_t> bytes;
+      for (const PeakBuffer& b : with_peak_buffers(g, plan).live_at_peak)
+        if (b.tensor == norm) bytes.push_back(b.bytes);
+      std::sort(bytes.begin(), bytes.end());
+      return bytes;
+    };
+    const std::int64_t stack = 3 * 2 * e * l * 4 + 2 * 2 * e * 4, copy = 3 * 2 * e * l * 4;
+    CHECK(norm_buffers(2, "deepmind") == std::vector<std::int64_t>{copy, stack});
+    CHECK(norm_buffers(1, "deepmind") == std::vector<std::int64_t>{stack / 2});
+    CHECK(norm_buffers(2, nullptr) == std::vector<std::int64_t>{stack});
+  }
+
+  TEST_CASE(
       "simulator: under JAX a rollout without step checkpoints holds its linears' output gradients to the end "
       "of the step's backward (J11)") {
     // XLA's backward loop computes the weight gradients (loop carries)

@@ -48,7 +48,7 @@ void pytorch_rules(MemoryProfile& p, DType dtype, Implementation implementation)
   p.parameter_cast_bytes = dtype == DType::float32 ? 0 : element_bytes(dtype);
 }
 
-// JAX under XLA:TPU (docs/cost-model.md, J1–J24).
+// JAX under XLA:TPU (docs/cost-model.md, J1–J25).
 void jax_rules(MemoryProfile& p, DType dtype) {
   // XLA:TPU fuses the concat of an MLP's input into the matmul that
   // consumes it: never materialised, its parts (materialised gathers) are
@@ -97,6 +97,7 @@ void jax_rules(MemoryProfile& p, DType dtype) {
   // row, not its input; the loss the float32 difference. Gathers and
   // scatters keep their index, a model input.
   p.scan_stacks_linearization_residuals = true;
+  p.loop_body_copies_hoisted_norm_residuals = true;  // J25
   rule(p, OpKind::linear).linearization = {bit(0), 0, 0, 0};
   rule(p, OpKind::silu).linearization = {bit(0), 2, 0, 0};
   rule(p, OpKind::layer_norm).linearization = {0, 0, 3, 2};

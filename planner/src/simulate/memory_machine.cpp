@@ -365,6 +365,31 @@ bool MemoryMachine::hoisted(OpId id, Pass pass) const {
          loop_invariant_[static_cast<std::size_t>(id)];
 }
 
+// At batch > 1 the body of XLA's backward loop copies the stacked float32
+// intermediates of a loop-invariant LayerNorm (hoisted out of the loop,
+// J11) into another layout and holds the copies through the body, where
+// the norm's output is an input a checkpoint keeps (J25).
+void MemoryMachine::hold_hoisted_norm_residual_copies(const std::vector<Item>& items) {
+  if (!stacking_residuals_ || g_.run().batch == 1 || !profile_.loop_body_copies_hoisted_norm_residuals) return;
+  std::vector<char> kept_by_checkpoint(g_.tensors().size(), 0);
+  for (const Item& item : items)
+    if (item.kind != Item::Kind::op)
+      for (TensorId t : item.external_inputs) kept_by_checkpoint[static_cast<std::size_t>(t)] = 1;
+  for (OpId id : stacked_ops_) {
+    const Op& op = g_.op(id);
+    if (op.kind != OpKind::layer_norm || !loop_invariant_[static_cast<std::size_t>(id)] ||
+        !kept_by_checkpoint[static_cast<std::size_t>(op.outputs.front())])
+      continue;
+    const Tensor& in = tensor(op.inputs.front());
+    const std::int64_t bytes = profile_.rule(op.kind).linearization.float32_input_copies * in.rows * in.cols * 4;
+    if (bytes == 0) continue;
+    const int b = allocate(bytes, kActivations, 1);
+    buffer(b).tensor = op.outputs.front();
+    buffer(b).stacked = true;
+    stacked_.push_back(b);
+  }
+}
+
 void MemoryMachine::release_stacked_residuals() {
   for (int b : stacked_) release(b);
   stacked_.clear();
@@ -401,6 +426,7 @@ void MemoryMachine::stack_residuals(OpId id) {
   buffer(b).tensor = op.outputs.front();  // names the buffer in diagnostics
   buffer(b).stacked = true;
   stacked_.push_back(b);
+  stacked_ops_.push_back(id);
 }
 
 // B blocks, each a checkpoint over the edge update, then the concat.

@@ -109,6 +109,10 @@ class MemoryMachine {
   // the end of their step's backward.
   void stack_linearization_residuals();
   void release_stacked_residuals();
+  // Before the backward pass of such a rollout, with the step's schedule:
+  // the loop body's copies of hoisted residuals (J25), released with the
+  // stacks.
+  void hold_hoisted_norm_residual_copies(const std::vector<Item>& items);
 
   // ---- execution ----
   // `saving`: ops keep what the framework keeps for backward (false inside
@@ -192,6 +196,7 @@ class MemoryMachine {
   // in them, and the ops that read only what every step shares.
   bool stacking_residuals_ = false;
   std::vector<int> stacked_;
+  std::vector<OpId> stacked_ops_;  // the ops whose residuals are stacked
   std::vector<char> tensor_stacked_, loop_invariant_;
   std::vector<int> held_weight_gradient_operands_;  // output gradients of the step's linears
   // Blocks' input gradients held until the blocks' backward is done

@@ -82,6 +82,7 @@ class Simulation : detail::MemoryMachine {
     // (and, in a scanned rollout, the discarded carry's zero cotangent).
     for (const Op& op : g_.ops()) seed_gradients(op);
     for (int b : losses_) release(b);
+    hold_hoisted_norm_residual_copies(schedule_.items);
     backward(schedule_.items, 0, -1);
     release_stacked_residuals();
     for (int b : around_loops) release(b);

@@ -116,6 +116,11 @@ struct MemoryProfile {
   // behave as top-level ones (nested_recompute_keeps_outputs is false), and
   // the forward pass, which keeps only each step's inputs, is never the peak.
   bool step_checkpoint_scanned = false;
+  // A rollout without step checkpoints at batch > 1: the body of XLA's
+  // backward loop copies the stacked float32 intermediates of each hoisted
+  // LayerNorm whose output a checkpoint keeps into another layout, and
+  // holds the copies through the body (J25).
+  bool loop_body_copies_hoisted_norm_residuals = false;
   // A scanned rollout of at most this many steps: XLA:TPU lays the stacked
   // float32 targets argument out with the steps in the tiled dimension and
   // copies them into the loops' layout, a temporary of their size held
