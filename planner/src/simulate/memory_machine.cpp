@@ -393,6 +393,7 @@ void MemoryMachine::hold_hoisted_norm_residual_copies(const std::vector<Item>& i
 void MemoryMachine::release_stacked_residuals() {
   for (int b : stacked_) release(b);
   stacked_.clear();
+  stacked_ops_.clear();
 }
 
 // One op's residuals, one buffer; nothing for a loop-invariant op after the
