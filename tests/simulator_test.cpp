@@ -406,6 +406,7 @@ TEST_SUITE("simulator") {
     torch.batch = 2;
     CHECK(copies(torch).first == none);
   }
+
   TEST_CASE("simulator: under JAX float32 no linear keeps the SiLU output it reads (J13)") {
     // XLA:TPU keeps an MLP's float32 h and recomputes silu(h) from it for
     // the second linear's weight gradient; under bfloat16 the first
