@@ -382,12 +382,17 @@ void MemoryMachine::hold_hoisted_norm_residual_copies(const std::vector<Item>& i
       continue;
     const Tensor& in = tensor(op.inputs.front());
     const std::int64_t bytes = profile_.rule(op.kind).linearization.float32_input_copies * in.rows * in.cols * 4;
-    if (bytes == 0) continue;
-    const int b = allocate(bytes, kActivations, 1);
-    buffer(b).tensor = op.outputs.front();
-    buffer(b).stacked = true;
-    stacked_.push_back(b);
+    if (bytes > 0) hold_stacked(bytes, op.outputs.front());
   }
+}
+
+// A buffer held with the stacks until release_stacked_residuals(), named
+// after the tensor whose op made it (for diagnostics).
+void MemoryMachine::hold_stacked(std::int64_t bytes, TensorId named_after) {
+  const int b = allocate(bytes, kActivations, 1);
+  buffer(b).tensor = named_after;
+  buffer(b).stacked = true;
+  stacked_.push_back(b);
 }
 
 void MemoryMachine::release_stacked_residuals() {
@@ -423,10 +428,7 @@ void MemoryMachine::stack_residuals(OpId id) {
     bytes += r.float32_input_copies * values(in) * 4 + r.float32_per_row * in.rows * 4;
   }
   if (bytes == 0) return;
-  const int b = allocate(bytes, kActivations, 1);
-  buffer(b).tensor = op.outputs.front();  // names the buffer in diagnostics
-  buffer(b).stacked = true;
-  stacked_.push_back(b);
+  hold_stacked(bytes, op.outputs.front());
   stacked_ops_.push_back(id);
 }
 

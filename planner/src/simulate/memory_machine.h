@@ -158,6 +158,7 @@ class MemoryMachine {
   void forward_op(OpId id, bool saving, std::int64_t block_rows, int block, Pass pass);
   void save(TensorId t, std::vector<int>& saved);
   void stack_residuals(OpId id);
+  void hold_stacked(std::int64_t bytes, TensorId named_after);
   // In the forward pass of a rollout that stacks residuals: a
   // loop-invariant op after the first step, whose output and residuals are
   // the first step's (JAX and XLA hoist it out of the loop).
