@@ -120,6 +120,19 @@ def cases() -> list[Case]:
         # predicted before measured)
         ("mid", "deepmind:4", 2, False, "bfloat16", 2), ("mid", "deepmind:2", 2, False, "float32", 2),
         ("mid", "none", 2, False, "bfloat16", 2), ("graphcast-small", "deepmind", 2, False, "bfloat16", 2),
+        # step-checkpointed rollouts, the plans `fit` offers, at lengths and
+        # batches no case had: rollout 8 and 12 either side of J14's stacked
+        # targets' copy, every:3, a step checkpoint alone at batch 2, actmem's
+        # own rollout-4 plan near a v4's limit (added 2026-12-04, predicted
+        # before measured)
+        ("graphcast-small", "deepmind", 12, True, "bfloat16", 1),
+        ("graphcast-small", "deepmind", 8, True, "bfloat16", 1),
+        ("mid", "every:3", 4, True, "float32", 2), ("graphcast-small", "none", 4, True, "bfloat16", 2),
+        ("graphcast-small", "every:3", 4, True, "float32", 1),
+        ("graphcast-operational", "actmem", 4, False, "bfloat16", 1),
+        ("mid", "nested", 4, True, "float32", 2), ("graphcast-small", "deepmind:2", 4, True, "bfloat16", 2),
+        ("mid", "deepmind:8", 12, True, "bfloat16", 1), ("graphcast-small", "actmem", 12, False, "bfloat16", 1),
+        ("mid", "full", 4, True, "bfloat16", 4),
     )
     out = [Case(f"{m} {p} r{r}{' step' if sc else ''} {d} b{b}", m, p, d, b, r, sc) for m, p, r, sc, d, b in spec]
     for plan, rollout, step_ckpt, dtype, batch in (("none", 1, False, "bfloat16", 1),
