@@ -241,6 +241,22 @@ def test_out_of_memory_messages_are_parsed():
     assert judge.out_of_memory("INTERNAL: something else") is None
 
 
+def test_validation_summary_counts_the_table_and_the_plans_fit_offers():
+    import validate
+
+    def result(rollout, step, xla_gib, fits=True):
+        return {"case": {"rollout": rollout}, "plan": {"step_checkpoint": step} if step else {},
+                "as_written": {"as_written_bytes": xla_gib * 2**30}, "on_tpu_v4": {"remat_fits": fits}}
+
+    results = [result(1, False, 10), result(2, True, 10), result(2, False, 10), result(4, True, 10, fits=False)]
+    predictions = [{"bytes": b * 2**30, "fits": True} for b in (10.1, 9.7, 8.0, 10.0)]
+    lines = validate.summary(results, predictions, 0.05).splitlines()
+    assert lines == [
+        "cases: 4, 2 within 5% (and the same verdict), 2 within 2%, -20.0% ... +1.0%, verdicts agree on 3",
+        "one step or each step checkpointed: 3, 2 within 5% (and the same verdict), 2 within 2%, -3.0% ... +1.0%, "
+        "verdicts agree on 2"]
+
+
 @needs_jax
 def test_a_step_too_large_does_not_fit(tmp_path, capsys):
     """Wide grid latents, no checkpoints: XLA:TPU refuses it; exit 1 with its figures."""

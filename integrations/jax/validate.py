@@ -317,6 +317,24 @@ def table(results: list[dict], predictions: list[dict], tolerance: float) -> str
     return "\n".join(rows) + "\n"
 
 
+def summary(results: list[dict], predictions: list[dict], tolerance: float) -> str:
+    """The figures docs/validation-jax.md quotes: how many cases agree, over
+    the table and over the plans `actmem fit` offers (one step, or each step
+    checkpointed)."""
+    def line(label: str, pairs: list) -> str:
+        if not pairs:
+            return f"{label}: none"
+        errors = [100 * error(r, p) for r, p in pairs]
+        within = sum(passes(r, p, tolerance) for r, p in pairs)
+        within_2 = sum(abs(e) <= 2 for e in errors)
+        verdicts = sum(p["fits"] == xla_fits(r)[0] for r, p in pairs)
+        return (f"{label}: {len(pairs)}, {within} within {100 * tolerance:g}% (and the same verdict), {within_2} "
+                f"within 2%, {min(errors):+.1f}% ... {max(errors):+.1f}%, verdicts agree on {verdicts}")
+    pairs = list(zip(results, predictions))
+    offered = [(r, p) for r, p in pairs if r["case"]["rollout"] == 1 or r["plan"].get("step_checkpoint")]
+    return "\n".join([line("cases", pairs), line("one step or each step checkpointed", offered)])
+
+
 def parse_args(argv):
     p = judge.Parser(prog="validate.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--subset", choices=("ci", "full"), default="full", help="ci: the small models only")
@@ -376,6 +394,7 @@ def main(argv=None) -> int:
                     else " (listed in KNOWN_GAPS but within the tolerance now: remove it)")
         print(f"{r['case']['name']}: actmem {p['bytes'] / GIB:.3f} GiB, XLA {xla_bytes(r) / GIB:.3f} GiB "
               f"({100 * error(r, p):+.1f}%), verdicts {p['fits']}/{xla_fits(r)[0]}{note}", flush=True)
+    print(summary(measured, predictions, tolerance))
     if args.table:
         write_table(args.table, table(measured, predictions, tolerance), "integrations/jax/validate.py")
     return 0 if ok else 1
