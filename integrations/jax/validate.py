@@ -163,7 +163,10 @@ KNOWN_GAPS = {
                                     "bfloat16, as XLA's loop body writes them): the body peaks in the processor "
                                     "region's backward, holding its concatenation's float32 input gradient "
                                     "[80000, 1536] and all three parts split off it (0.92 GiB), where actmem's "
-                                    "peak is in the decoder's blocked backward (J11)",
+                                    "peak is in the decoder's blocked backward (J11); the three slices tie in XLA's "
+                                    "list scheduler, and the order it made them ready, not the graph, puts the edge "
+                                    "part first here and a scattered node part first in `mid full` "
+                                    "(docs/cost-model.md, Known gaps)",
 }
 
 
