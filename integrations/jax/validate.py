@@ -133,6 +133,8 @@ def cases() -> list[Case]:
         ("mid", "nested", 4, True, "float32", 2), ("graphcast-small", "deepmind:2", 4, True, "bfloat16", 2),
         ("mid", "deepmind:8", 12, True, "bfloat16", 1), ("graphcast-small", "actmem", 12, False, "bfloat16", 1),
         ("mid", "full", 4, True, "bfloat16", 4),
+        # and at GraphCast 0.25 deg's size: actmem's rollout-4 plan, DeepMind's recipe at rollout 8
+        ("graphcast", "actmem", 4, False, "bfloat16", 1), ("graphcast", "deepmind", 8, True, "bfloat16", 1),
     )
     out = [Case(f"{m} {p} r{r}{' step' if sc else ''} {d} b{b}", m, p, d, b, r, sc) for m, p, r, sc, d, b in spec]
     for plan, rollout, step_ckpt, dtype, batch in (("none", 1, False, "bfloat16", 1),
