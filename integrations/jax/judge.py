@@ -273,12 +273,13 @@ PROBE_HBM_MIB = 16  # no program fits: XLA states the peak as written to the byt
 
 
 def hlo_passes_log(argv: list[str], hbm_mib: int | None = None, timeout: float = 1800,
-                   vmodule: str | None = None) -> str:
-    """libtpu's INFO log of compiling the step that `argv` (judge.py's
-    arguments) asks for, for TPU v4 with `hbm_mib` of HBM (None: the chip's),
-    up to the end of XLA's HLO passes: judge.py runs in a child with its own
-    log directory and is stopped there (seconds to minutes; the whole compile
-    takes longer). `vmodule`: libtpu's TPU_VMODULE, for more of a pass's log."""
+                   vmodule: str | None = None, script: str = __file__) -> str:
+    """libtpu's INFO log of compiling the step that `argv` (`script`'s
+    arguments: judge.py's by default) asks for, for TPU v4 with `hbm_mib` of
+    HBM (None: the chip's), up to the end of XLA's HLO passes: the script
+    runs in a child with its own log directory and is stopped there (seconds
+    to minutes; the whole compile takes longer). `vmodule`: libtpu's
+    TPU_VMODULE, for more of a pass's log."""
     start = time.perf_counter()
     env = dict(os.environ, TPU_LOG_DIR="", TPU_MIN_LOG_LEVEL="0")
     if vmodule:
@@ -292,7 +293,7 @@ def hlo_passes_log(argv: list[str], hbm_mib: int | None = None, timeout: float =
             return "".join(open(os.path.join(logs, f), errors="replace").read()
                            for f in sorted(os.listdir(logs)) if ".INFO." in f)
 
-        child = subprocess.Popen([sys.executable, os.path.abspath(__file__), *argv, "--target", "tpu-v4", "--json"],
+        child = subprocess.Popen([sys.executable, os.path.abspath(script), *argv, "--target", "tpu-v4", "--json"],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
         while child.poll() is None and time.perf_counter() - start < timeout:
             time.sleep(0.5)
@@ -308,9 +309,10 @@ def hlo_passes_log(argv: list[str], hbm_mib: int | None = None, timeout: float =
     return text
 
 
-def remat_probe(argv: list[str], hbm_mib: int | None = None, timeout: float = 1800) -> dict:
-    """XLA:TPU's own figures for the step that `argv` (judge.py's arguments)
-    asks for, from its rematerialisation pass on TPU v4 with `hbm_mib` of
+def remat_probe(argv: list[str], hbm_mib: int | None = None, timeout: float = 1800,
+                script: str = __file__) -> dict:
+    """XLA:TPU's own figures for the step that `argv` (`script`'s arguments,
+    judge.py's by default) asks for, from its rematerialisation pass on TPU v4 with `hbm_mib` of
     HBM (libtpu's --xla_tpu_max_hbm_size_mib; None: the chip's):
       as_written_bytes   the temporaries' peak as written, what actmem's cost
                          model describes (None if the program was under the
@@ -322,7 +324,7 @@ def remat_probe(argv: list[str], hbm_mib: int | None = None, timeout: float = 18
     read off hlo_passes_log(). With hbm_mib=PROBE_HBM_MIB nothing fits, so
     the figures as written come to the byte."""
     start = time.perf_counter()
-    text = hlo_passes_log(argv, hbm_mib, timeout)
+    text = hlo_passes_log(argv, hbm_mib, timeout, script=script)
     limit, reduction = REMAT_LIMIT_LOG.search(text), REMAT_REDUCTION_LOG.search(text)
     floor = REMAT_FLOOR_LOG.search(text)
     out = {"hbm_mib": hbm_mib, "as_written_bytes": None, "after_remat_bytes": None, "remat_limit_bytes": None,

@@ -7,6 +7,7 @@ From a Python without JAX the suite runs itself in the venv
 ($ACTMEM_JAX_VENV, default .venv-jax; scripts/install-jax.sh makes it), and
 is skipped when there is none — unless ACTMEM_REQUIRE_JAX=1, then it fails.
 """
+import importlib.util
 import json
 import os
 import subprocess
@@ -514,3 +515,27 @@ def test_xla_peak_without_a_dump_is_a_one_line_error(tmp_path, capsys):
     assert xla_peak.main([str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("actmem-jax: error: ") and "after_optimizations-live-range.txt" in err and "\n" == err[-1:]
+
+
+@needs_jax
+def test_deepmind_step_names_what_it_lacks(tmp_path):
+    """deepmind_step.py runs DeepMind's code, which is not in this repository:
+    a missing or wrong checkout, or a Python without Haiku, is a one-line error."""
+    empty = tmp_path / "checkout"
+    for package in ("weathernext", "xarray_jax"):
+        (empty / package).mkdir(parents=True)
+    cases = [(["--xarray-jax", str(empty)],
+              "--weathernext: expected a checkout of github.com/google-deepmind/graphcast"),
+             (["--weathernext", str(tmp_path), "--xarray-jax", str(empty)], "no weathernext/ in it"),
+             (["--weathernext", str(empty), "--xarray-jax", str(empty), "--rollout", "0"],
+              "--rollout: expected a positive integer")]
+    haiku = importlib.util.find_spec("haiku") is not None
+    cases.append((["--weathernext", str(empty), "--xarray-jax", str(empty)],
+                  "cannot import DeepMind's code" if haiku else "run scripts/install-deepmind.sh"))
+    env = {k: v for k, v in os.environ.items() if k not in ("ACTMEM_WEATHERNEXT", "ACTMEM_XARRAY_JAX")}
+    for args, text in cases:
+        done = subprocess.run([sys.executable, os.path.join(HERE, "deepmind_step.py"), *args],
+                              capture_output=True, text=True, env=env)
+        assert done.returncode == 2 and done.stderr.startswith("actmem-jax: error: ") and text in done.stderr, \
+            (args, done.stderr[-2000:])
+        assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
