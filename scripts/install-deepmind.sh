@@ -11,14 +11,14 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 source "$root/scripts/lib/venv.sh"
+source "$root/scripts/lib/jax-pins.sh"
 venv="${ACTMEM_DEEPMIND_VENV:-$root/.venv-deepmind}"
 python="${ACTMEM_DEEPMIND_PYTHON:-python3}"
 
-# install-jax.sh's pins, then what DeepMind's weathernext/ imports for
+# install-jax.sh's JAX, then what DeepMind's weathernext/ imports for
 # GraphCast, as resolved on 2026-12-05 (jraph has only development releases).
 pins=(
-  "jax[tpu]==0.10.2" "jaxlib==0.10.2" "libtpu==0.0.42.1"
-  "numpy==2.4.6" "ml_dtypes==0.6.0" "scipy==1.17.1" "opt_einsum==3.4.0"
+  "${jax_pins[@]}"
   "dm-haiku==0.0.17" "jmp==0.0.4" "jraph==0.0.6.dev0" "chex==0.1.92" "dm-tree==0.1.10" "absl-py==2.5.1"
   "toolz==1.2.0" "wrapt==2.5.2" "attrs==26.1.0" "tabulate==0.10.0" "typing_extensions==4.16.0"
   "xarray==2026.2.0" "pandas==3.1.1" "python-dateutil==4.0.0" "tzdata==2026.6" "packaging==26.4"

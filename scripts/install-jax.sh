@@ -8,15 +8,11 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 source "$root/scripts/lib/venv.sh"
+source "$root/scripts/lib/jax-pins.sh"
 venv="${ACTMEM_JAX_VENV:-$root/.venv-jax}"
 python="${ACTMEM_JAX_PYTHON:-python3}"
 
-# jax 0.10.2 is the newest release for Python 3.11; the rest is what it resolved to.
-pins=(
-  "jax[tpu]==0.10.2" "jaxlib==0.10.2" "libtpu==0.0.42.1"
-  "numpy==2.4.6" "ml_dtypes==0.6.0" "scipy==1.17.1" "opt_einsum==3.4.0"
-  "pytest==9.2.0"
-)
+pins=("${jax_pins[@]}" "pytest==9.2.0")
 wanted="$(printf '%s\n' "${pins[@]}")"
 venv_is_current "$venv" "$wanted" && exit 0
 
