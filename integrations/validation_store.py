@@ -38,6 +38,7 @@ def write_table(path: str, text: str, writer: str) -> None:
     begin = f"<!-- validation table: written by {writer} -->"
     block = f"{begin}\n{text}{END}"
     old = open(path).read() if os.path.exists(path) else ""
-    if begin in old and END in old:
-        block = old[:old.index(begin)] + block + old[old.index(END) + len(END):]
+    if begin in old and END in old[old.index(begin):]:  # this writer's end, not another table's
+        start = old.index(begin)
+        block = old[:start] + block + old[old.index(END, start) + len(END):]
     write_whole(path, block if old else block + "\n")
