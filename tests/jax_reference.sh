@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs integrations/jax's pytest suite (the reference JAX GraphCast on
 # XLA:CPU and a deviceless TPU v4) and checks actmem's predictions against
-# the XLA:TPU figures stored by integrations/jax/validate.py, for CTest.
+# the XLA:TPU figures stored by integrations/jax/validate.py (the reference's
+# step) and validate_deepmind.py (DeepMind's), for CTest.
 #   tests/jax_reference.sh SOURCE_DIR ACTMEM_BIN
 # Exit 77 (skipped) when the JAX environment (scripts/install-jax.sh) is
 # missing, unless ACTMEM_REQUIRE_JAX is set, as CI does.
@@ -17,3 +18,4 @@ selection=()
 [[ -n "${ACTMEM_JAX_TPU_TESTS:-}" ]] || selection=(-k "not tpu-v4 and not lowers_xla_temp")
 "$python" -m pytest -q -p no:cacheprovider "${selection[@]}" "$source_dir/integrations/jax"
 "$python" "$source_dir/integrations/jax/validate.py" --stored
+"$python" "$source_dir/integrations/jax/validate_deepmind.py" --stored

@@ -539,3 +539,31 @@ def test_deepmind_step_names_what_it_lacks(tmp_path):
         assert done.returncode == 2 and done.stderr.startswith("actmem-jax: error: ") and text in done.stderr, \
             (args, done.stderr[-2000:])
         assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_deepmind_validation_stores_every_case_and_names_only_cases_as_gaps():
+    """validate_deepmind.py --stored (run by CTest) checks actmem against
+    what is stored: every case must be there, and a known gap must be a case."""
+    import validate_deepmind as vd
+    names = [c.name for c in vd.cases()]
+    assert len(names) == len(set(names)) and set(vd.KNOWN_GAPS) <= set(names)
+    stored = {r["case"]["name"]: r for r in vd.read_results(os.path.join(HERE, "results", "deepmind.jsonl"))}
+    assert set(stored) == set(names)
+    for name, r in stored.items():
+        assert r["deepmind"]["as_written_bytes"] > 0 and r["reference"]["as_written_bytes"] > 0, name
+        assert r["plan"]["step_checkpoint"] == vd.Case(**r["case"]).step_checkpoint, name
+
+
+def test_tables_of_two_writers_in_one_doc_are_replaced_each_in_its_place(tmp_path):
+    """docs/validation-jax.md carries validate.py's table and then
+    validate_deepmind.py's: writing either leaves the other and the text
+    around both as they were."""
+    from validation_store import END, write_table
+    doc = tmp_path / "doc.md"
+    marker = "<!-- validation table: written by {} -->\n"
+    doc.write_text(f"intro\n{marker.format('first.py')}| a |\n{END}\nbetween\n"
+                   f"{marker.format('second.py')}| b |\n{END}\nend\n")
+    before = doc.read_text()
+    write_table(str(doc), "| b2 |\n", "second.py")
+    write_table(str(doc), "| a2 |\n", "first.py")
+    assert doc.read_text() == before.replace("| a |", "| a2 |").replace("| b |", "| b2 |")
