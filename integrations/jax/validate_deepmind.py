@@ -65,7 +65,8 @@ class Case:
 def cases() -> list[Case]:
     spec = [("graphcast-small", 1, 1), ("graphcast-small", 1, 2), ("graphcast-small", 2, 1),
             ("graphcast-small", 4, 1), ("graphcast-small", 12, 1), ("graphcast-operational", 1, 1),
-            ("graphcast-operational", 4, 1), ("graphcast", 1, 1), ("graphcast", 12, 1)]
+            ("graphcast-operational", 4, 1), ("graphcast", 1, 1), ("graphcast", 12, 1),
+            ("graphcast-small", 4, 2), ("graphcast", 1, 2)]
     return [Case(f"{m} r{r} b{b}", m, r, b) for m, r, b in spec]
 
 
