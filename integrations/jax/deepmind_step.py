@@ -165,7 +165,10 @@ def build_step(args):
         return params, opt_state, value
 
     sharding = jax.sharding.SingleDeviceSharding(judge.target_device("tpu-v4"))
-    place = lambda tree: jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), tree)  # noqa: E731
+
+    def place(tree):
+        return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), tree)
+
     data = [{k: v.data for k, v in ds.data_vars.items()} for ds in (inputs, targets, forcings)]
     arguments = (place(params), place(jax.eval_shape(lambda p: init_opt_state("adam", p), params)), *map(place, data))
     count = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(params))

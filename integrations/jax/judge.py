@@ -312,8 +312,9 @@ def hlo_passes_log(argv: list[str], hbm_mib: int | None = None, timeout: float =
 def remat_probe(argv: list[str], hbm_mib: int | None = None, timeout: float = 1800,
                 script: str = __file__) -> dict:
     """XLA:TPU's own figures for the step that `argv` (`script`'s arguments,
-    judge.py's by default) asks for, from its rematerialisation pass on TPU v4 with `hbm_mib` of
-    HBM (libtpu's --xla_tpu_max_hbm_size_mib; None: the chip's):
+    judge.py's by default) asks for, from its rematerialisation pass on TPU
+    v4 with `hbm_mib` of HBM (libtpu's --xla_tpu_max_hbm_size_mib; None: the
+    chip's):
       as_written_bytes   the temporaries' peak as written, what actmem's cost
                          model describes (None if the program was under the
                          limit: the pass then logs nothing)

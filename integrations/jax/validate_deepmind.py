@@ -193,7 +193,7 @@ def main(argv=None) -> int:
     tolerance, ok = args.tolerance / 100, True
     for r, p in zip(measured, predictions):
         name, dm = r["case"]["name"], r["deepmind"]["as_written_bytes"]
-        gap, within = KNOWN_GAPS.get(name), passes(r, p, args.tolerance / 100)
+        gap, within = KNOWN_GAPS.get(name), passes(r, p, tolerance)
         ok &= within != (gap is not None)
         note = "" if not gap else (f" (known gap: {gap})" if not within
                                    else " (listed in KNOWN_GAPS but within the tolerance now: remove it)")
