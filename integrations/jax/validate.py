@@ -305,11 +305,13 @@ def passes(r: dict, p: dict, tolerance: float) -> bool:
     return p["fits"] == xla_fits(r)[0] and abs(error(r, p)) <= tolerance
 
 
+VERDICT = {True: "fits", False: "**does not fit**"}  # a verdict in the docs' tables
+
+
 def table(results: list[dict], predictions: list[dict], tolerance: float) -> str:
     rows = ["| case | actmem as written (GiB) | XLA as written (GiB) | error | actmem after remat | XLA after remat "
             "on v4 | actmem | XLA:TPU v4 |",
             "|---|---:|---:|---:|---:|---:|---|---|"]
-    verdict = {True: "fits", False: "**does not fit**"}
     for r, p in zip(results, predictions):
         v4 = r["on_tpu_v4"]
         after = "-" if v4["after_remat_bytes"] is None else f"{v4['after_remat_bytes'] / GIB:.2f}"
@@ -317,8 +319,8 @@ def table(results: list[dict], predictions: list[dict], tolerance: float) -> str
         mark = "" if passes(r, p, tolerance) else " ✗"
         rows.append(f"| {r['case']['name']} | {p['bytes'] / GIB:.2f} | {xla_bytes(r) / GIB:.2f} | "
                     f"{100 * error(r, p):+.1f}%{mark} | {p['floor_bytes'] / GIB:.2f} | {after} | "
-                    f"{verdict[p['fits']]} | "
-                    f"{verdict[fits]} ({source}) |")
+                    f"{VERDICT[p['fits']]} | "
+                    f"{VERDICT[fits]} ({source}) |")
     return "\n".join(rows) + "\n"
 
 

@@ -147,7 +147,7 @@ def table(results: list[dict], predictions: list[dict], tolerance: float) -> str
     rows = ["| case | plan | DeepMind's code (GiB) | reference (GiB) | actmem (GiB) | reference vs DeepMind | "
             "actmem vs DeepMind | actmem | XLA:TPU v4, DeepMind's |",
             "|---|---|---:|---:|---:|---:|---:|---|---|"]
-    verdict = {True: "fits", False: "**does not fit**"}
+    verdict = validate.VERDICT
     for r, p in zip(results, predictions):
         dm, ref = r["deepmind"]["as_written_bytes"], r["reference"]["as_written_bytes"]
         plan = "none, each step checkpointed" if r["plan"].get("step_checkpoint") else "none"
