@@ -193,10 +193,8 @@ def main(argv=None) -> int:
     tolerance, ok = args.tolerance / 100, True
     for r, p in zip(measured, predictions):
         name, dm = r["case"]["name"], r["deepmind"]["as_written_bytes"]
-        gap, within = KNOWN_GAPS.get(name), passes(r, p, tolerance)
-        ok &= within != (gap is not None)
-        note = "" if not gap else (f" (known gap: {gap})" if not within
-                                   else " (listed in KNOWN_GAPS but within the tolerance now: remove it)")
+        as_listed, note = validate.known_gap_check(KNOWN_GAPS.get(name), passes(r, p, tolerance))
+        ok &= as_listed
         print(f"{name}: actmem {p['bytes'] / GIB:.3f} GiB, DeepMind's step {dm / GIB:.3f} GiB "
               f"({100 * error(p['bytes'], dm):+.1f}%), reference {r['reference']['as_written_bytes'] / GIB:.3f} GiB, "
               f"verdicts {p['fits']}/{r['deepmind_on_tpu_v4']['remat_fits']}{note}", flush=True)
