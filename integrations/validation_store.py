@@ -11,12 +11,24 @@ END = "<!-- end of table -->"
 
 
 def read_results(path: str) -> list[dict]:
-    """Every stored case; [] when there is no file. OSError or ValueError
-    (a line that is not JSON) go to the caller."""
+    """Every stored case; [] when there is no file. A file that cannot be
+    read, or a line that is not JSON, is a ValueError whose message names
+    the file (and the line): one line for the caller's error."""
     if not os.path.exists(path):
         return []
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+    try:
+        with open(path) as f:
+            lines = f.readlines()
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read: {e.strerror}") from None
+    results = []
+    for number, line in enumerate(lines, 1):
+        if line.strip():
+            try:
+                results.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}: line {number}: not JSON ({e.msg})") from None
+    return results
 
 
 def write_whole(path: str, text: str) -> None:

@@ -567,3 +567,13 @@ def test_tables_of_two_writers_in_one_doc_are_replaced_each_in_its_place(tmp_pat
     write_table(str(doc), "| b2 |\n", "second.py")
     write_table(str(doc), "| a2 |\n", "first.py")
     assert doc.read_text() == before.replace("| a |", "| a2 |").replace("| b |", "| b2 |")
+
+
+def test_a_corrupt_results_file_is_a_one_line_error_naming_it(tmp_path):
+    bad = tmp_path / "results.jsonl"
+    bad.write_text('{"case": {"name": "x"}}\nnot json\n')
+    for script in ("validate.py", "validate_deepmind.py"):
+        done = subprocess.run([sys.executable, os.path.join(HERE, script), "--stored", "--results", str(bad)],
+                              capture_output=True, text=True)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, (script, done.stderr[-2000:])
+        assert done.stderr == f"actmem-jax: error: {bad}: line 2: not JSON (Expecting value)\n", script

@@ -372,7 +372,8 @@ def main(argv=None) -> int:
         args = parse_args(argv)
         if not args.stored:
             judge.require_packages(["tpu-v4"])
-    except judge.UsageError as e:
+        done = {r["case"]["name"]: r for r in read_results(args.results)}
+    except (judge.UsageError, ValueError) as e:  # read_results' message names the file and the line
         print(f"actmem-jax: error: {e}", file=sys.stderr)
         return 2
     tolerance = args.tolerance / 100
@@ -380,7 +381,6 @@ def main(argv=None) -> int:
     if args.only:
         names = args.only.split(",")
         chosen = [c for c in chosen if c.name in names]
-    done = {r["case"]["name"]: r for r in read_results(args.results)}
     os.makedirs(os.path.dirname(os.path.abspath(args.results)), exist_ok=True)
     for case in chosen:
         old = None if args.rerun else done.get(case.name)

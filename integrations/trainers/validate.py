@@ -225,8 +225,8 @@ def table(results: list[dict], predictions: list[dict]) -> str:
 def read_results(path: str) -> list[dict]:
     try:
         return validation_store.read_results(path)
-    except (OSError, ValueError) as error:
-        raise UsageError(f"{path}: {error}")
+    except ValueError as error:  # its message names the file
+        raise UsageError(str(error)) from None
 
 
 def parse_args(argv):
