@@ -14,9 +14,11 @@
 namespace actmem::cli {
 namespace {
 
-// Catalog devices on which some plan fits with the headroom kept free,
-// given the least dynamic memory any plan needs (the same on every device;
-// only the reserve differs).
+// Catalog devices on which some plan fits as written with the headroom
+// kept free, given the least dynamic memory any plan needs (the same on
+// every device; only the reserve differs). Not those where a plan fits
+// only through the compiler's own rematerialisation (J7), which `fit
+// --device` and `sweep` also call fitting: this list is the sure ones.
 std::vector<std::string> devices_that_fit(std::int64_t min_peak_bytes, const Device& on,
                                           const std::optional<Headroom>& headroom) {
   const std::int64_t without_reserve = min_peak_bytes - on.reserve_bytes;
@@ -76,8 +78,8 @@ void print_does_not_fit(const FitAnswer& a, bool nested_regions) {
         format_bytes(a.budget + a.headroom));
   std::cout << "least-memory plan: " << describe(a.solution.plan, a.graph.stages()) << '\n';
   std::cout << (a.devices_that_fit.empty()
-                    ? std::string{"no catalog device fits; reduce batch or rollout"}
-                    : fmt::format("catalog devices that fit: {}", fmt::join(a.devices_that_fit, ", ")))
+                    ? std::string{"no catalog device fits as written; reduce batch or rollout"}
+                    : fmt::format("catalog devices that fit as written: {}", fmt::join(a.devices_that_fit, ", ")))
             << '\n';
   if (!nested_regions)
     std::cout << "hint: --nested-regions also searches regions inside regions (slower); it can need less "
