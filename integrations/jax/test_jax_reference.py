@@ -577,3 +577,49 @@ def test_a_corrupt_results_file_is_a_one_line_error_naming_it(tmp_path):
                               capture_output=True, text=True)
         assert done.returncode == 2 and "Traceback" not in done.stderr, (script, done.stderr[-2000:])
         assert done.stderr == f"actmem-jax: error: {bad}: line 2: not JSON (Expecting value)\n", script
+
+
+def test_remeasure_measures_xla_s_figures_again_with_each_case_s_stored_plan(tmp_path, monkeypatch):
+    """After a change to the reference program, --remeasure measures every
+    chosen case again under the plan it stored (actmem's own plans may have
+    changed since), and validate_deepmind.py keeps DeepMind's figures."""
+    import validate
+    import validate_deepmind as vd
+    stored = {r["case"]["name"]: r for r in validate.read_results(os.path.join(HERE, "results", "validation.jsonl"))}
+    name = "graphcast-small actmem r12 bfloat16 b1"
+    results = tmp_path / "validation.jsonl"
+    validate.write_results(str(results), [stored[name]])
+    seen = []
+
+    def measure(case, old, whole):
+        seen.append(old)
+        return dict(old, as_written=stored[name]["as_written"], on_tpu_v4=stored[name]["on_tpu_v4"])
+
+    monkeypatch.setattr(validate, "measure", measure)
+    assert validate.main(["--remeasure", "--results", str(results), "--only", name]) == 0
+    assert seen == [{"case": stored[name]["case"], "plan": stored[name]["plan"]}]
+    assert validate.read_results(str(results)) == [stored[name]]
+
+    dm = {r["case"]["name"]: r for r in vd.read_results(os.path.join(HERE, "results", "deepmind.jsonl"))}
+    name = "graphcast-small r4 b1"
+    results = tmp_path / "deepmind.jsonl"
+    vd.write_results(str(results), [dm[name]])
+    probes = []
+
+    def remat_probe(argv, hbm_mib=None, **_):
+        probes.append(argv)
+        return dict(dm[name]["reference"], as_written_bytes=1 << 34)
+
+    def deepmind_probe(case, as_written):
+        raise AssertionError("DeepMind's figures are kept")
+
+    monkeypatch.setattr(vd.judge, "remat_probe", remat_probe)
+    monkeypatch.setattr(vd, "deepmind_probe", deepmind_probe)
+    assert vd.main(["--remeasure", "--results", str(results), "--only", name]) in (0, 1)
+    [after] = vd.read_results(str(results))
+    assert len(probes) == 1 and "--plan" in probes[0]
+    assert after["reference"]["as_written_bytes"] == 1 << 34
+    def kept(r):
+        return {k: v for k, v in r.items() if k != "reference"}
+
+    assert kept(after) == kept(dm[name])
