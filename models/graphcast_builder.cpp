@@ -140,8 +140,9 @@ class GraphCastBuilder {
   // The next step's grid input. PyTorch: the prediction and the (static)
   // forcings, read from the first step's grid features. JAX: the next
   // carry, (frame 1, prediction's state channels + forcings at the target
-  // time), float32 in the program; XLA keeps it in the activation dtype, the
-  // only dtype the next step reads it in, and its cotangent in float32 (J9).
+  // time), float32 and kept in float32: the next step reads its frame 1 in
+  // float32 too, adding the network's residual to it; its cotangent float32
+  // (J9).
   TensorId next_input(TensorId prediction, TensorId carry, TensorId forcing, const StepInputs& in) {
     if (!in.frames) {
       const TensorId next =
@@ -150,7 +151,7 @@ class GraphCastBuilder {
       return next;
     }
     const TensorId next = b_.add_tensor({prefix() + ".next_frames", m_.grid_nodes * run_.batch,
-                                         kFrames * time_channels(), act_bytes_, TensorRole::activation, true, 4});
+                                         kFrames * time_channels(), 4, TensorRole::activation, true, 4});
     emit(OpKind::next_input, "next_input", {prediction, carry, forcing}, {next}, 0, 0);
     return next;
   }

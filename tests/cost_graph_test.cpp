@@ -341,4 +341,36 @@ TEST_SUITE("cost graph") {
       CHECK(std::none_of(other->tensors().begin(), other->tensors().end(),
                          [](const Tensor& t) { return t.gradient_element_bytes != 0; }));
   }
+  TEST_CASE("cost graph: a JAX rollout carries its frames in float32, whatever the activation dtype (J9)") {
+    // The step adds the network's residual to the last input frame in
+    // float32 (DeepMind's InputsAndResiduals), so the next carry, which
+    // holds that frame and the prediction, stays float32 under bfloat16
+    // too, as does its gradient; PyTorch's next grid input is the
+    // activation dtype's.
+    RunOptions run;
+    run.framework = Framework::jax;
+    run.rollout = 2;
+    const ModelDescription m = testing::tiny_model(2);
+    const std::int64_t frame_channels = (m.grid_input_features - 10) / 2;
+    int carries = 0;
+    const CostGraph jax_graph = CostGraph::build(m, run);
+    for (const Tensor& t : jax_graph.tensors())
+      if (t.name.ends_with(".next_frames")) {
+        ++carries;
+        CHECK(t.rows == m.grid_nodes);
+        CHECK(t.cols == 2 * frame_channels);
+        CHECK(t.element_bytes == 4);
+        CHECK(t.gradient_bytes() == t.bytes());
+      }
+    CHECK(carries == 2);  // the last step's too, discarded by the scan
+    run.framework = Framework::pytorch;
+    int inputs = 0;
+    const CostGraph torch_graph = CostGraph::build(m, run);
+    for (const Tensor& t : torch_graph.tensors())
+      if (t.name.ends_with("next_grid_input")) {
+        ++inputs;
+        CHECK(t.element_bytes == 2);
+      }
+    CHECK(inputs == 1);  // PyTorch's loop stops at the last prediction
+  }
 }

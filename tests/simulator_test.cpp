@@ -347,16 +347,17 @@ TEST_SUITE("simulator") {
 
   TEST_CASE(
       "simulator: under JAX bfloat16 an unscanned step holds the grid input it assembles before the network "
-      "(J19) and a scanned rollout its first carry (J20)") {
+      "(J19) and a scanned rollout, in either dtype, a float32 copy of its first carry (J20)") {
     // Each step's frames, forcings and static channels are concatenated
     // outside every checkpoint and held to the encoder's backward: from
     // the step's first op, which is that (fused) concat itself, each of the
     // two steps' [grid × batch, grid_input_features] bfloat16 is live. A
     // scanned rollout's loop body holds its own step's instead (J14): its
     // first row holds what the scanned loops hold around them, J14's copy
-    // of the two float32 targets and the first step's carry, the frames
-    // (2 × 5 channels here) in bfloat16 (J20). Float32 runs were read for
-    // neither J19 nor J20.
+    // of the two float32 targets and a copy of the first step's carry, the
+    // frames (2 × 5 channels here) in float32, the dtype the loop carries
+    // them in since the step adds its residual to them (J9, J20). Float32
+    // runs were read for J20, not for J19.
     const ModelDescription m = testing::tiny_model();
     const RunOptions run = jax(DType::bfloat16, 2, 2);
     const std::int64_t one_step = m.grid_nodes * run.batch * m.grid_input_features * 2;
@@ -371,12 +372,61 @@ TEST_SUITE("simulator") {
     };
     CHECK(first_row(run, false) == 2 * one_step);
     const std::int64_t targets = 2 * m.grid_nodes * run.batch * m.output_features * 4;
-    const std::int64_t first_carry = m.grid_nodes * run.batch * (m.grid_input_features - 10) * 2;
+    const std::int64_t first_carry = m.grid_nodes * run.batch * (m.grid_input_features - 10) * 4;
     CHECK(first_row(run, true) == targets + first_carry);
     RunOptions float32 = run;
     float32.dtype = DType::float32;
     CHECK(first_row(float32, false) == 0);
-    CHECK(first_row(float32, true) == targets);
+    CHECK(first_row(float32, true) == targets + first_carry);
+  }
+
+  TEST_CASE(
+      "simulator: a JAX loop body holds one frame's float32 cotangent and the prediction's, which the residual "
+      "passes to the carry (J14, J9)") {
+    // Each step checkpointed, the peak is in a step's backward (the
+    // recomputed decoder's); through it the loop body holds, besides the
+    // step's grid input, a float32 copy of one carried frame's cotangent
+    // and the float32 cotangent of the prediction, named after the tensors
+    // they are the gradients of.
+    const ModelDescription m = testing::tiny_model();
+    const CostGraph g = CostGraph::build(m, jax(DType::bfloat16, 2));
+    Plan plan = builtin(g, "full");
+    plan.step_checkpoint = true;
+    SimulationOptions options;
+    options.record_peak_buffers = true;
+    const Device device = load_device("tpu-v4");
+    const Report r = simulate(g, device, device.memory_bytes, plan, options);
+    const std::int64_t frame = m.grid_nodes * (m.grid_input_features - 10) / 2 * 4;
+    const std::int64_t prediction = m.grid_nodes * m.output_features * 4;
+    auto held = [&](const std::string& name) {
+      std::vector<std::int64_t> sizes;
+      for (const PeakBuffer& b : r.live_at_peak)
+        if (b.category == "gradients" && b.tensor == name) sizes.push_back(b.bytes);
+      return sizes;
+    };
+    REQUIRE(r.peak_at.pass != Pass::forward);
+    const std::string step = "step" + std::to_string(r.peak_at.step);
+    CHECK(held(step + ".loss.next_frames") == std::vector<std::int64_t>{frame});
+    const std::vector<std::int64_t> predicted = held(step + ".decoder.output_mlp.linear1");
+    CHECK(std::count(predicted.begin(), predicted.end(), prediction) == 1);
+  }
+
+  TEST_CASE("simulator: a JAX rollout without step checkpoints saves its carry in the activation dtype (J9)") {
+    // The carry is float32 (the residual reads it so), but where the steps
+    // are not checkpointed the backward reads each step's only through the
+    // cast of the next grid input, and XLA's stack keeps it in bfloat16:
+    // here the next step's encoder checkpoint keeps it to its backward.
+    const ModelDescription m = testing::tiny_model();
+    const CostGraph g = CostGraph::build(m, jax(DType::bfloat16, 2));
+    SimulationOptions options;
+    options.record_peak_buffers = true;
+    const Device device = load_device("tpu-v4");
+    const Report r = simulate(g, device, device.memory_bytes, builtin(g, "full"), options);
+    REQUIRE(r.peak_at.pass != Pass::forward);
+    std::vector<std::int64_t> carries;
+    for (const PeakBuffer& b : r.live_at_peak)
+      if (b.category == "activations" && b.tensor == "step0.loss.next_frames") carries.push_back(b.bytes);
+    CHECK(carries == std::vector<std::int64_t>{m.grid_nodes * (m.grid_input_features - 10) * 2});
   }
 
   TEST_CASE("simulator: under JAX at batch 2 each aggregation reads a copy of its messages (J24)") {

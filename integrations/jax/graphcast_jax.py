@@ -24,8 +24,12 @@ Contracts:
     (DeepMind's code builds it, actmem counts it) but no op reads it.
   * Training step (make_train_step): per rollout step the grid input is
     concat(frame0, frame1, forcings_t, static) cast to the activation dtype,
-    the network's prediction is cast back to float32, the loss term is
-    mean((pred - target)^2), and the next frames are (frame1,
+    the network's output is cast back to float32 and, as DeepMind's
+    normalization.InputsAndResiduals does, read as a residual: its first
+    C_t - 5 channels (the state variables the input frames carry) are added
+    to frame1's, pred = out + frame1; the loss term is
+    mean((pred - target)^2) (DeepMind's loss on the residual, out - (target -
+    frame1), the same difference), and the next frames are (frame1,
     concat(pred[..., :C_t - 5], forcings_t)). Rollout > 1 runs jax.lax.scan
     over (targets, forcings); rollout 1 runs the step once, without scan.
     The loss is the mean over steps; jax.grad w.r.t. the float32 parameters,
@@ -400,6 +404,7 @@ def make_loss(d: Description, run: Run, network: Network, step_checkpoint: bool 
                 target = jax.device_put(target, jax.memory.Space.Device)
             grid = jnp.concatenate([frames.reshape(*frames.shape[:-2], -1), forcings, static], axis=-1)
             pred = network(cast, shared._replace(grid=grid.astype(dtype))).astype(jnp.float32)
+            pred = pred.at[..., :kept].add(frames[..., 1, :kept])  # a residual on the last input frame
             term = jnp.mean(jnp.square(pred - target))
             next_frame = jnp.concatenate([pred[..., :kept], forcings], axis=-1)
             return jnp.stack([frames[..., 1, :], next_frame], axis=-2), term

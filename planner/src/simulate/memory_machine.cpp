@@ -142,6 +142,11 @@ std::int64_t MemoryMachine::gradient_bytes_of(TensorId t, std::int64_t block_row
 
 std::int64_t MemoryMachine::output_bytes(const Op& op, const OpMemoryRule& rule, TensorId t,
                                          std::int64_t block_rows) const {
+  // A scanned rollout carries its frames in float32, but one whose steps
+  // are not checkpointed saves each step's for the backward in the
+  // activation dtype, the only one its backward reads them in (J9).
+  if (stacking_residuals_ && op.kind == OpKind::next_input)
+    return tensor(t).rows * tensor(t).cols * element_bytes(g_.run().dtype);
   return rule.output_sized_like_input >= 0 && t == op.outputs.front()
              ? bytes_of(op.inputs[static_cast<std::size_t>(rule.output_sized_like_input)], block_rows)
              : bytes_of(t, block_rows);
@@ -568,8 +573,10 @@ void MemoryMachine::backward_region(const Item& item, std::int64_t block_rows, i
 
 // What XLA's backward loop body holds through a step's backward besides the
 // ops' residuals (J14): the step's grid input, the concatenation that reads
-// the carried frames, materialised in the activation dtype; and a float32
-// copy of one of the two carried frames' cotangent.
+// the carried frames, materialised in the activation dtype; a float32
+// copy of one of the two carried frames' cotangent; and the prediction's
+// float32 cotangent, which the residual on the last frame adds to the
+// carry's (J9).
 std::vector<int> MemoryMachine::hold_loop_body_step_inputs(const Item& step) {
   std::vector<OpId> ops;
   std::vector<const Item*> stack{&step};
@@ -582,15 +589,17 @@ std::vector<int> MemoryMachine::hold_loop_body_step_inputs(const Item& step) {
       else
         stack.push_back(&c);
   }
-  TensorId carry = -1, next = -1;
+  TensorId carry = -1, next = -1, prediction = -1;
   for (OpId id : ops)
     if (const Op& op = g_.op(id); op.kind == OpKind::next_input && op.inputs.size() > 1) {
+      prediction = op.inputs[0];
       carry = op.inputs[1];
       next = op.outputs.front();
     }
   std::vector<int> held;
   if (carry < 0) return held;
   held.push_back(allocate(tensor(next).gradient_bytes() / 2, kGradients, 1, next));
+  held.push_back(allocate(tensor(prediction).rows * tensor(prediction).cols * 4, kGradients, 1, prediction));
   for (OpId id : ops)
     if (const Op& op = g_.op(id);
         op.kind == OpKind::concat && std::find(op.inputs.begin(), op.inputs.end(), carry) != op.inputs.end())

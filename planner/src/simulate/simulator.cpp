@@ -48,7 +48,7 @@ class Simulation : detail::MemoryMachine {
   // stacked float32 targets into the loops' layout, one buffer per step's
   // target, when the rollout is short enough for it to make one
   // (MemoryProfile::stacked_targets_copy_max_rollout, J14); and the first
-  // step's carry, the frames argument in the activation dtype
+  // step's carry, a copy of the frames argument in the carry's dtype
   // (MemoryProfile::scanned_loop_holds_first_carry, J20).
   std::vector<int> hold_around_scanned_loops() {
     std::vector<int> held;
@@ -57,12 +57,13 @@ class Simulation : detail::MemoryMachine {
       if (op.kind == OpKind::mse_loss && op.inputs.size() > 1 && g_.tensor(op.inputs[1]).role == TensorRole::input &&
           g_.run().rollout <= profile_.stacked_targets_copy_max_rollout)
         held.push_back(allocate(g_.tensor(op.inputs[1]).bytes(), kActivations, 1, op.inputs[1]));
-      // The carry the first step reads is the frames argument.
+      // The carry the first step reads is the frames argument, copied in
+      // the dtype the loop carries (the next carry's).
       if (op.kind == OpKind::next_input && op.step == 0 && op.inputs.size() > 1 &&
           profile_.scanned_loop_holds_first_carry) {
         const Tensor& frames = g_.tensor(op.inputs[1]);
-        held.push_back(
-            allocate(frames.rows * frames.cols * element_bytes(g_.run().dtype), kActivations, 1, op.inputs[1]));
+        const Tensor& carried = g_.tensor(op.outputs.front());
+        held.push_back(allocate(frames.rows * frames.cols * carried.element_bytes, kActivations, 1, op.inputs[1]));
       }
     }
     return held;

@@ -126,9 +126,9 @@ struct MemoryProfile {
   // copies them into the loops' layout, a temporary of their size held
   // through both loops (J14). 0: no copy.
   std::int64_t stacked_targets_copy_max_rollout = 0;
-  // A scanned rollout holds, through both loops, the first step's carry
-  // (the frames argument) in the activation dtype besides the later
-  // steps' carries (J20).
+  // A scanned rollout holds, through both loops, a copy of the first
+  // step's carry (the frames argument) in the carry's dtype besides the
+  // later steps' carries (J20).
   bool scanned_loop_holds_first_carry = false;
   // A rollout without step checkpoints runs as a scanned loop whose
   // forward stacks the linearization residuals (OpMemoryRule) of the ops
