@@ -619,6 +619,7 @@ def test_remeasure_measures_xla_s_figures_again_with_each_case_s_stored_plan(tmp
     [after] = vd.read_results(str(results))
     assert len(probes) == 1 and "--plan" in probes[0]
     assert after["reference"]["as_written_bytes"] == 1 << 34
+
     def kept(r):
         return {k: v for k, v in r.items() if k != "reference"}
 

@@ -220,6 +220,24 @@ def judge_arguments(case: Case, tmp: str) -> list[str]:
     return args + ["--plan-spec", case.plan, "--model", case.model_arg]
 
 
+def compiled_plan(case: Case, tmp: str) -> dict:
+    """The plan the case compiles, as judge.py makes it from the case's
+    arguments (files it needs are written into `tmp`)."""
+    argv = judge_arguments(case, tmp)
+    jcase = judge.make_case(judge.parse_args(argv + ["--no-actmem"] if case.plan in ("actmem", "nested") else argv))
+    return jcase.plan.to_json()
+
+
+def stored_plan_arguments(case: Case, plan: dict, tmp: str) -> list[str]:
+    """judge.py's arguments for the case's step under a stored plan, which
+    is written into `tmp`."""
+    path = os.path.join(tmp, "compiled.json")
+    with open(path, "w") as f:
+        json.dump(plan, f)
+    return ["--plan", path, "--model", case.model_arg, "--dtype", case.dtype, "--batch", str(case.batch),
+            "--rollout", str(case.rollout), "--no-actmem"]
+
+
 def measure(case: Case, old: dict | None, whole: bool) -> dict:
     """XLA's figures for the case: its rematerialisation pass's, with no HBM
     to speak of (`as_written`: the temporaries as written, to the byte) and
@@ -229,15 +247,8 @@ def measure(case: Case, old: dict | None, whole: bool) -> dict:
     out = dict(old or {})
     with tempfile.TemporaryDirectory(prefix="actmem-validate-") as tmp:
         if "plan" not in out:
-            argv = judge_arguments(case, tmp)
-            jcase = judge.make_case(judge.parse_args(argv + ["--no-actmem"] if case.plan in ("actmem", "nested")
-                                                     else argv))
-            out.update(case=asdict(case), plan=jcase.plan.to_json())
-        path = os.path.join(tmp, "compiled.json")
-        with open(path, "w") as f:
-            json.dump(out["plan"], f)
-        argv = ["--plan", path, "--model", case.model_arg, "--dtype", case.dtype, "--batch", str(case.batch),
-                "--rollout", str(case.rollout), "--no-actmem"]
+            out.update(case=asdict(case), plan=compiled_plan(case, tmp))
+        argv = stored_plan_arguments(case, out["plan"], tmp)
         if "as_written" not in out:
             out["as_written"] = judge.remat_probe(argv, judge.PROBE_HBM_MIB)
         if "on_tpu_v4" not in out:

@@ -114,23 +114,17 @@ def measure(case: Case, old: dict | None) -> dict:
     """XLA's figures for DeepMind's step (as written, and on a v4's HBM)
     and for the reference's under the same plan (as written); parts `old`
     has are kept."""
-    out = dict(old or {})
-    if "plan" not in out:
-        with tempfile.TemporaryDirectory(prefix="actmem-validate-") as tmp:
-            vcase = case.as_validate_case()
-            jcase = judge.make_case(judge.parse_args(validate.judge_arguments(vcase, tmp)))
-        out.update(case=asdict(case), plan=jcase.plan.to_json())
-    if "deepmind" not in out:
-        out["deepmind"] = deepmind_probe(case, as_written=True)
-    if "deepmind_on_tpu_v4" not in out:
-        out["deepmind_on_tpu_v4"] = deepmind_probe(case, as_written=False)
-    if "reference" not in out:
-        with tempfile.TemporaryDirectory(prefix="actmem-validate-") as tmp:
-            path = os.path.join(tmp, "plan.json")
-            with open(path, "w") as f:
-                json.dump(out["plan"], f)
-            out["reference"] = judge.remat_probe(["--plan", path, "--model", case.model, "--batch", str(case.batch),
-                                                  "--rollout", str(case.rollout), "--no-actmem"], judge.PROBE_HBM_MIB)
+    out, vcase = dict(old or {}), case.as_validate_case()
+    with tempfile.TemporaryDirectory(prefix="actmem-validate-") as tmp:
+        if "plan" not in out:
+            out.update(case=asdict(case), plan=validate.compiled_plan(vcase, tmp))
+        if "deepmind" not in out:
+            out["deepmind"] = deepmind_probe(case, as_written=True)
+        if "deepmind_on_tpu_v4" not in out:
+            out["deepmind_on_tpu_v4"] = deepmind_probe(case, as_written=False)
+        if "reference" not in out:
+            out["reference"] = judge.remat_probe(validate.stored_plan_arguments(vcase, out["plan"], tmp),
+                                                 judge.PROBE_HBM_MIB)
     return out
 
 
