@@ -55,8 +55,9 @@ class GraphCastBuilder {
       if (in.frames) grid_parts = {carry, forcing, in.statics};
       const TensorId prediction = network(grid_parts, in);
       stage_ = loss_stage();
-      const TensorId target = input(fmt::format("target.{}", step), m_.grid_nodes * run_.batch, m_.output_features,
-                                    in.frames ? 4 : feature_bytes());
+      const TensorId target = in.frames ? jax_target(step)
+                                        : input(fmt::format("target.{}", step), m_.grid_nodes * run_.batch,
+                                                m_.output_features, feature_bytes());
       // Autocast runs mse_loss in float32: on a float32 copy of the prediction.
       const TensorId scored = autocast_ ? cast("prediction_float32", prediction, 4) : prediction;
       const TensorId loss = activation("loss", 1, 1, 4);
@@ -96,6 +97,9 @@ class GraphCastBuilder {
   static constexpr std::int64_t kForcings = 5;  // forcing channels at the target time
   static constexpr std::int64_t kStatic = 5;    // 2 static + 3 position channels
   static constexpr std::int64_t kFrames = 2;    // input frames
+  // XLA:TPU's tile of a float32 array's two minor dimensions (J26).
+  static constexpr std::int64_t kTargetTileRows = 8;
+  static constexpr std::int64_t kTargetTileColumns = 128;
 
   StepInputs pytorch_inputs() {
     StepInputs in;
@@ -119,6 +123,20 @@ class GraphCastBuilder {
     in.m2g = input("mesh2grid_edge_features", m_.mesh2grid_edges, m_.edge_features, 4);
     index_inputs(4);
     return in;
+  }
+
+  // A step's float32 target under JAX. On a latitude–longitude grid it is
+  // DeepMind's: one array per variable, [batch, (levels,) lat, lon] a step,
+  // which XLA:TPU lays out with each [lat, lon] plane in (8, 128) tiles, so
+  // its bytes are those of output_features padded planes per sample (J26);
+  // otherwise one node-major [nodes, output_features] array.
+  TensorId jax_target(int step) {
+    const std::string name = fmt::format("target.{}", step);
+    const auto grid = lat_lon_shape(m_);
+    if (!grid) return input(name, m_.grid_nodes * run_.batch, m_.output_features, 4);
+    auto round_up = [](std::int64_t n, std::int64_t tile) { return (n + tile - 1) / tile * tile; };
+    const std::int64_t plane = round_up(grid->first, kTargetTileRows) * round_up(grid->second, kTargetTileColumns);
+    return input(name, plane * run_.batch, m_.output_features, 4);
   }
 
   // C_t, the channels of one input frame: grid_input_features = 2 C_t +

@@ -99,6 +99,20 @@ TEST_SUITE("model") {
                          actmem::InputError);
   }
 
+  TEST_CASE("model files: lat_lon_shape is the grid of resolution_deg when the description is on it") {
+    using Shape = std::pair<std::int64_t, std::int64_t>;
+    CHECK(actmem::lat_lon_shape(actmem::load_model("graphcast")) == Shape{721, 1440});
+    CHECK(actmem::lat_lon_shape(actmem::load_model("graphcast-small")) == Shape{181, 360});
+    nlohmann::json j = tiny_model();
+    CHECK_FALSE(actmem::lat_lon_shape(actmem::model_from_json(j, "tiny.json")));  // no resolution
+    j["resolution_deg"] = 30.0;
+    CHECK_FALSE(actmem::lat_lon_shape(actmem::model_from_json(j, "tiny.json")));  // 100 nodes are not 7 x 12
+    j["grid_nodes"] = 84;
+    CHECK(actmem::lat_lon_shape(actmem::model_from_json(j, "tiny.json")) == Shape{7, 12});
+    j["resolution_deg"] = 7.0;  // divides neither 180 nor 360: no grid
+    CHECK_FALSE(actmem::lat_lon_shape(actmem::model_from_json(j, "tiny.json")));
+  }
+
   TEST_CASE("model files: counts missing from a file are computed from its geometry") {
     nlohmann::json doc = tiny_model();
     for (const char* key : {"grid_nodes", "mesh_nodes", "mesh_edges", "grid2mesh_edges", "mesh2grid_edges"})

@@ -381,6 +381,42 @@ TEST_SUITE("simulator") {
   }
 
   TEST_CASE(
+      "simulator: a JAX model on a latitude-longitude grid takes DeepMind's per-variable targets, in XLA:TPU's "
+      "tiles, and a scanned rollout holds their copy at every rollout (J26)") {
+    // 2000 grid nodes are no grid of `resolution_deg` 30 (7 × 12 = 84
+    // points), so the tiny model keeps one node-major target a step, which
+    // XLA copies only at rollouts up to 8 (J14). With 84 grid nodes it is on
+    // that grid: each step's target is 10 variables' [7, 12] planes, each
+    // padded to one (8, 128) float32 tile, copied at rollout 12 too.
+    nlohmann::json json = testing::tiny_model_json();
+    json["resolution_deg"] = 30.0;
+    const ModelDescription off_grid = model_from_json(json, "tiny.json");
+    json["grid_nodes"] = 84;
+    const ModelDescription on_grid = model_from_json(json, "tiny.json");
+    REQUIRE_FALSE(lat_lon_shape(off_grid));
+    REQUIRE(lat_lon_shape(on_grid) == std::pair<std::int64_t, std::int64_t>{7, 12});
+    auto first_row_and_inputs = [](const ModelDescription& m, std::int64_t rollout) {
+      const CostGraph g = CostGraph::build(m, jax(DType::bfloat16, rollout));
+      Plan plan = builtin(g, "full");
+      plan.step_checkpoint = true;
+      const Report report = run_plan(g, plan, /*timeline=*/true);
+      REQUIRE_FALSE(report.timeline.empty());
+      return std::pair{report.timeline.front().live.activations, report.breakdown.inputs};
+    };
+    const std::int64_t tile = 8 * 128 * 4;
+    const std::int64_t first_carry_on_grid = 84 * 10 * 4;
+    const auto [on_row, on_inputs] = first_row_and_inputs(on_grid, 12);
+    CHECK(on_row == 12 * 10 * tile + first_carry_on_grid);
+    const auto [short_row, short_inputs] = first_row_and_inputs(on_grid, 2);
+    CHECK(short_row == 2 * 10 * tile + first_carry_on_grid);
+    CHECK(on_inputs - short_inputs == 10 * (10 * tile + 84 * 5 * 4));  // targets and forcings
+    const auto [off_row, off_inputs] = first_row_and_inputs(off_grid, 12);
+    CHECK(off_row == 2000 * 10 * 4);  // the first carry alone
+    const auto [off_short_row, off_short_inputs] = first_row_and_inputs(off_grid, 8);
+    CHECK(off_short_row == 8 * 2000 * 10 * 4 + 2000 * 10 * 4);
+  }
+
+  TEST_CASE(
       "simulator: a JAX loop body holds one frame's float32 cotangent and the prediction's, which the residual "
       "passes to the carry (J14, J9)") {
     // Each step checkpointed, the peak is in a step's backward (the

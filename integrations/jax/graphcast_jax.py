@@ -29,7 +29,12 @@ Contracts:
     C_t - 5 channels (the state variables the input frames carry) are added
     to frame1's, pred = out + frame1; the loss term is
     mean((pred - target)^2) (DeepMind's loss on the residual, out - (target -
-    frame1), the same difference), and the next frames are (frame1,
+    frame1), the same difference). The targets are laid out as DeepMind's
+    data pipeline passes them where the model has a latitude-longitude grid
+    (Description.target_variables: one float32 [T, B, (levels,) lat, lon]
+    array per variable, the term the mean of the variables' mean squared
+    errors on the prediction reshaped to the grid), else as one node-major
+    [T, N_g, (B,) C] array. The next frames are (frame1,
     concat(pred[..., :C_t - 5], forcings_t)). Rollout > 1 runs jax.lax.scan
     over (targets, forcings); rollout 1 runs the step once, without scan.
     The loss is the mean over steps; jax.grad w.r.t. the float32 parameters,
@@ -56,6 +61,8 @@ from graphcast_common import (EDGE_STAGE_KINDS, SIZE_FIELDS, STAGE_READS, STAGE_
 FORCINGS = 5       # forcing channels at the target time
 STATIC = 5         # 2 static + 3 position channels per grid node
 FRAMES = 2         # input frames
+SURFACE_VARIABLES = 5       # GraphCast's target variables (docs/model-format.md)
+ATMOSPHERIC_VARIABLES = 6
 LAYER_NORM_EPS = 1e-5
 ADAM = {"b1": 0.9, "b2": 0.999, "eps": 1e-8}
 LEARNING_RATE = 1e-3
@@ -81,7 +88,10 @@ def _positive_int(obj: dict, key: str, source: str, pointer: str) -> int:
 
 @dataclass(frozen=True)
 class Description(Sizes):
-    """The model's sizes (the fields of actmem's model description)."""
+    """The model's sizes (the fields of actmem's model description) and,
+    where the description gives a resolution whose latitude-longitude grid
+    has grid_nodes points, that grid's shape."""
+    lat_lon: tuple[int, int] | None = None  # (latitudes, longitudes)
 
     @staticmethod
     def from_json(obj, source: str, pointer: str = "") -> "Description":
@@ -92,7 +102,7 @@ class Description(Sizes):
         def fail(key: str, found: str):
             raise InputError(source, f"{pointer}/{key}", f"expected a positive integer, {found}")
 
-        d = Description(**read_sizes(obj, fail))
+        d = Description(**read_sizes(obj, fail), lat_lon=_lat_lon(obj, source, pointer))
         g, c_t = d.grid_input_features, d.time_channels
         if (g - FORCINGS - STATIC) % FRAMES or c_t < FORCINGS + 1:
             raise InputError(source, f"{pointer}/grid_input_features",
@@ -106,6 +116,24 @@ class Description(Sizes):
         return d
 
     @property
+    def target_variables(self) -> list[tuple[int, ...]]:
+        """The target as DeepMind's data pipeline hands it to the loss, one
+        float32 array per variable of shape [T, B, *v] for each v here (time
+        and batch first, as `variables.transpose('time', ...)` of each
+        dataset variable): GraphCast's 5 surface variables [lat, lon] and 6
+        atmospheric ones [levels, lat, lon] where output_features is
+        5 + 6 x levels, else one [lat, lon] variable per channel; [] for a
+        model without a latitude-longitude grid (its target is one
+        node-major array)."""
+        if self.lat_lon is None:
+            return []
+        c = self.output_features
+        if c > SURFACE_VARIABLES and (c - SURFACE_VARIABLES) % ATMOSPHERIC_VARIABLES == 0:
+            levels = (c - SURFACE_VARIABLES) // ATMOSPHERIC_VARIABLES
+            return [self.lat_lon] * SURFACE_VARIABLES + [(levels, *self.lat_lon)] * ATMOSPHERIC_VARIABLES
+        return [self.lat_lon] * c
+
+    @property
     def time_channels(self) -> int:
         """C_t: channels per input frame (time-dependent variables and forcings)."""
         return (self.grid_input_features - FORCINGS - STATIC) // FRAMES
@@ -114,6 +142,27 @@ class Description(Sizes):
         """Edge count of an edge-updating stage (encoder, processor.k, decoder)."""
         return {"encoder": self.grid2mesh_edges, "processor": self.mesh_edges,
                 "decoder": self.mesh2grid_edges}[stage_kind(stage)]
+
+
+def _lat_lon(obj: dict, source: str, pointer: str) -> tuple[int, int] | None:
+    """The grid of `resolution_deg` (180/res + 1 latitudes, 360/res
+    longitudes; docs/geometry.md) when it is a grid resolution (at least
+    0.25 degrees, dividing 180 and 360) with grid_nodes points, else None:
+    actmem's lat_lon_shape (model.h)."""
+    res = obj.get("resolution_deg")
+    if res is None:
+        return None
+    if not isinstance(res, (int, float)) or isinstance(res, bool) or not res > 0:
+        raise InputError(source, f"{pointer}/resolution_deg", f"expected a positive number of degrees, got {res!r}")
+
+    def divides(whole: float) -> bool:
+        steps = whole / res
+        return abs(steps - round(steps)) <= 1e-9 * max(1.0, steps)
+
+    if not (0.25 <= res <= 180 and divides(180) and divides(360)):
+        return None
+    lat, lon = round(180 / res) + 1, round(360 / res)
+    return (lat, lon) if lat * lon == obj.get("grid_nodes") else None
 
 
 @dataclass(frozen=True)
@@ -300,7 +349,7 @@ def _decoder(p, x: NetworkInputs, v_g, v_m, blocks):
 class Data(NamedTuple):
     """One training example, float32, node-major (batch axis second when B > 1)."""
     frames: jax.Array    # [N_g, (B,) 2, C_t]     the two input frames: the scan carry
-    targets: jax.Array   # [T, N_g, (B,) output_features]
+    targets: tuple       # per variable [T, B, *v] (Description.target_variables), else [T, N_g, (B,) output_features]
     forcings: jax.Array  # [T, N_g, (B,) 5]        forcings at each target time
 
 
@@ -332,8 +381,10 @@ def argument_shapes(d: Description, run: Run) -> tuple:
     def graph(edges):
         return Graph(sds((edges,), i32), sds((edges,), i32))
 
-    data = Data(sds((ng, *lead, FRAMES, d.time_channels)), sds((T, ng, *lead, d.output_features)),
-                sds((T, ng, *lead, FORCINGS)))
+    variables = d.target_variables
+    targets = (tuple(sds((T, run.batch, *v)) for v in variables) if variables
+               else sds((T, ng, *lead, d.output_features)))
+    data = Data(sds((ng, *lead, FRAMES, d.time_channels)), targets, sds((T, ng, *lead, FORCINGS)))
     consts = Constants(sds((ng, STATIC)), sds((d.mesh_nodes, d.mesh_input_features)),
                        sds((d.grid2mesh_edges, d.edge_features)), sds((d.mesh_edges, d.edge_features)),
                        sds((d.mesh2grid_edges, d.edge_features)),
@@ -355,7 +406,7 @@ def random_arguments(d: Description, run: Run, seed: int = 0) -> tuple:
         return Graph(jnp.asarray(rng.integers(0, senders, g.senders.shape, np.int32)),
                      jnp.asarray(rng.integers(0, receivers, g.receivers.shape, np.int32)))
 
-    data = Data(*map(normal, data_shape))
+    data = jax.tree.map(normal, data_shape)
     consts = Constants(*map(normal, consts_shape[:5]),
                        graph(consts_shape.g2m, d.grid_nodes, d.mesh_nodes),
                        graph(consts_shape.mesh_graph, d.mesh_nodes, d.mesh_nodes),
@@ -392,6 +443,22 @@ def make_loss(d: Description, run: Run, network: Network, step_checkpoint: bool 
     and mid's targets too.)"""
     dtype, lead, c_t = run.activation_dtype, run.lead, d.time_channels
     kept = c_t - FORCINGS  # predicted channels that feed the next input frame
+    variables = d.target_variables
+
+    def squared_error(pred, target):
+        """The step's loss term: mean((pred - target)^2) over the stacked
+        target, or, per variable, the mean of each variable's on the
+        prediction laid out as that variable ([B, (levels,) lat, lon])."""
+        if not variables:
+            return jnp.mean(jnp.square(pred - target))
+        grid = pred.reshape(*d.lat_lon, run.batch, d.output_features)  # [lat, lon, B, C]
+        terms, c = [], 0
+        for v, t in zip(variables, target):
+            width = v[0] if len(v) == 3 else 1
+            part = jnp.moveaxis(grid[..., c:c + width], (2, 3), (0, 1))  # [B, width, lat, lon]
+            terms.append(jnp.mean(jnp.square((part if len(v) == 3 else part[:, 0]) - t)))
+            c += width
+        return sum(terms) / len(terms)
 
     def loss(params, data: Data, consts: Constants):
         cast = jax.tree.map(lambda p: p.astype(dtype), params)
@@ -405,12 +472,12 @@ def make_loss(d: Description, run: Run, network: Network, step_checkpoint: bool 
             grid = jnp.concatenate([frames.reshape(*frames.shape[:-2], -1), forcings, static], axis=-1)
             pred = network(cast, shared._replace(grid=grid.astype(dtype))).astype(jnp.float32)
             pred = pred.at[..., :kept].add(frames[..., 1, :kept])  # a residual on the last input frame
-            term = jnp.mean(jnp.square(pred - target))
+            term = squared_error(pred, target)
             next_frame = jnp.concatenate([pred[..., :kept], forcings], axis=-1)
             return jnp.stack([frames[..., 1, :], next_frame], axis=-2), term
 
         if run.rollout == 1:
-            return step(data.frames, (data.targets[0], data.forcings[0]))[1]
+            return step(data.frames, (jax.tree.map(lambda t: t[0], data.targets), data.forcings[0]))[1]
         body = jax.checkpoint(step, policy=jax.checkpoint_policies.nothing_saveable) if step_checkpoint else step
         _, terms = jax.lax.scan(body, data.frames, (data.targets, data.forcings))
         return terms.mean()

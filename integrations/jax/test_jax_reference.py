@@ -30,6 +30,10 @@ TINY = {"architecture": "graphcast", "name": "tiny",
         "latent_size": 8, "mlp_hidden_layers": 1, "processor_steps": 3, "grid_input_features": 22,
         "mesh_input_features": 3, "edge_features": 4, "output_features": 3}
 
+# TINY on the 60-degree latitude-longitude grid (4 x 6 points) with GraphCast's
+# variables, 5 surface and 6 atmospheric of 1 level: targets per variable.
+TINY_ON_GRID = {**TINY, "name": "tiny-on-grid", "resolution_deg": 60, "grid_nodes": 24, "output_features": 11}
+
 PLANS = {
     "none": {},
     "regions": {"checkpoints": [{"from": "encoder", "to": "encoder"}, {"from": "processor.0", "to": "processor.1"},
@@ -66,8 +70,8 @@ def write(tmp_path, name, obj) -> str:
     return str(path)
 
 
-def make_case(tmp_path, plan: dict, *options) -> "judge.Case":
-    args = judge.parse_args(["--model", write(tmp_path, "tiny.json", TINY), "--plan",
+def make_case(tmp_path, plan: dict, *options, model: dict = TINY) -> "judge.Case":
+    args = judge.parse_args(["--model", write(tmp_path, "tiny.json", model), "--plan",
                              write(tmp_path, "plan.json", plan), "--no-actmem", *options])
     return judge.make_case(args)
 
@@ -135,6 +139,33 @@ def test_training_step_runs_and_updates(tmp_path, dtype, optimizer, batch, rollo
     assert not any(jax.tree.leaves(changed["dec_mesh_node"]))  # no op reads it: zero gradients
     if optimizer == "adam":
         assert int(opt_state["count"]) == 1
+
+
+@needs_jax
+@pytest.mark.parametrize("batch", [1, 2])
+def test_targets_on_a_grid_are_deepmind_s_variables_each_read_at_its_own_points(tmp_path, batch):
+    """On a latitude-longitude grid the step takes one [T, B, (levels,) lat,
+    lon] target per variable and its loss term is the mean of the variables'
+    mean squared errors, each against its own channels of the prediction at
+    the grid point (lat, lon) of node lat * lon_count + lon."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from graphcast_jax import make_loss, random_arguments
+    case = make_case(tmp_path, {}, "--dtype", "float32", "--batch", str(batch), model=TINY_ON_GRID)
+    d, run = case.description, case.run
+    assert d.lat_lon == (4, 6) and d.target_variables == [(4, 6)] * 5 + [(1, 4, 6)] * 6
+    params, _, data, consts = random_arguments(d, run, seed=5)
+    assert [t.shape for t in data.targets] == [(1, batch, 4, 6)] * 5 + [(1, batch, 1, 4, 6)] * 6
+    data = data._replace(frames=jnp.zeros_like(data.frames))  # no residual: the prediction is the network's
+    prediction = np.random.default_rng(7).standard_normal((24, *run.lead, 11)).astype(np.float32)
+    loss = float(make_loss(d, run, lambda cast, inputs: jnp.asarray(prediction))(params, data, consts))
+    by_node = prediction.reshape(24, batch, 11)
+    expected = []
+    for c, t in enumerate(data.targets):  # one channel each here; node n is grid point (n // 6, n % 6)
+        target = np.asarray(t[0]).reshape(batch, 24).T  # [B, (1,) lat, lon] -> [node, B]
+        expected.append(np.mean(np.square(by_node[:, :, c] - target)))
+    np.testing.assert_allclose(loss, np.mean(expected), rtol=1e-6)
 
 
 @needs_jax

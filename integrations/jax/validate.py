@@ -154,7 +154,7 @@ def cases() -> list[Case]:
 # Cases whose miss is understood and not yet modelled (docs/validation-jax.md):
 # they are reported, and do not fail the run.
 KNOWN_GAPS = {
-    "graphcast-small every:4 r2 bfloat16 b1": "-14.4%, under: XLA's backward loop body holds the recomputed edge "
+    "graphcast-small every:4 r2 bfloat16 b1": "-14.5%, under: XLA's backward loop body holds the recomputed edge "
                                               "inputs and the edge-MLP output gradients of several processor regions "
                                               "at once, where actmem runs one region's backward after another; the "
                                               "module is scheduled depth-first (XLA's three schedules: list 30.87, "

@@ -74,6 +74,7 @@ void jax_rules(MemoryProfile& p, DType dtype) {
   // Read off bfloat16 modules (J19); no float32 module was read for it.
   p.grid_input_held_through_step = dtype == DType::bfloat16;
   p.stacked_targets_copy_max_rollout = 8;   // one sublane tile of 8 rows
+  p.per_variable_targets_copied = true;     // J26
   p.scanned_loop_holds_first_carry = true;  // J20
   rule(p, OpKind::gather).compiler_recomputable = true;
   rule(p, OpKind::silu).compiler_recomputable = true;

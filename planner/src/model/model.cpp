@@ -10,6 +10,7 @@
 
 #include "actmem/geometry/graph_counts.h"
 #include "actmem/geometry/icosahedral_mesh.h"
+#include "actmem/geometry/lat_lon_grid.h"
 #include "actmem/util/error.h"
 #include "actmem/util/limits.h"
 #include "actmem/util/suggest.h"
@@ -247,6 +248,13 @@ nlohmann::json to_json(const ModelDescription& m) {
   j["output_features"] = m.output_features;
   for (const auto& [key, value] : m.architecture_fields) j[key] = value;
   return j;
+}
+
+std::optional<std::pair<std::int64_t, std::int64_t>> lat_lon_shape(const ModelDescription& model) {
+  if (!model.resolution_deg || !resolution_problem(*model.resolution_deg).empty()) return std::nullopt;
+  const LatLonGrid grid(*model.resolution_deg);
+  if (grid.size() != model.grid_nodes) return std::nullopt;
+  return std::pair<std::int64_t, std::int64_t>{grid.latitude_count(), grid.longitude_count()};
 }
 
 std::string fingerprint(const ModelDescription& m) {

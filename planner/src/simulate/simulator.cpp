@@ -45,17 +45,21 @@ class Simulation : detail::MemoryMachine {
 
   // What a scanned rollout holds from before its forward loop to after its
   // backward loop besides the steps' buffers: XLA:TPU's copy of the
-  // stacked float32 targets into the loops' layout, one buffer per step's
-  // target, when the rollout is short enough for it to make one
+  // float32 targets into the loops' layout, one buffer per step's target,
+  // at every rollout for DeepMind's per-variable targets (a model on a
+  // latitude–longitude grid, J26) and for a stacked node-major target when
+  // the rollout is short enough for it to make one
   // (MemoryProfile::stacked_targets_copy_max_rollout, J14); and the first
   // step's carry, a copy of the frames argument in the carry's dtype
   // (MemoryProfile::scanned_loop_holds_first_carry, J20).
   std::vector<int> hold_around_scanned_loops() {
     std::vector<int> held;
     if (!scanned()) return held;
+    const bool targets_copied = (profile_.per_variable_targets_copied && lat_lon_shape(g_.model())) ||
+                                g_.run().rollout <= profile_.stacked_targets_copy_max_rollout;
     for (const Op& op : g_.ops()) {
       if (op.kind == OpKind::mse_loss && op.inputs.size() > 1 && g_.tensor(op.inputs[1]).role == TensorRole::input &&
-          g_.run().rollout <= profile_.stacked_targets_copy_max_rollout)
+          targets_copied)
         held.push_back(allocate(g_.tensor(op.inputs[1]).bytes(), kActivations, 1, op.inputs[1]));
       // The carry the first step reads is the frames argument, copied in
       // the dtype the loop carries (the next carry's).

@@ -126,6 +126,11 @@ struct MemoryProfile {
   // copies them into the loops' layout, a temporary of their size held
   // through both loops (J14). 0: no copy.
   std::int64_t stacked_targets_copy_max_rollout = 0;
+  // A scanned rollout of a model on a latitude–longitude grid, whose
+  // targets are DeepMind's per-variable arrays (lat_lon_shape, model.h):
+  // XLA:TPU copies them into the loops' layout at every rollout, held
+  // through both loops (J26).
+  bool per_variable_targets_copied = false;
   // A scanned rollout holds, through both loops, a copy of the first
   // step's carry (the frames argument) in the carry's dtype besides the
   // later steps' carries (J20).

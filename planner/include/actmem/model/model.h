@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -115,6 +116,13 @@ nlohmann::json to_json(const ModelDescription& model);
 // so that digests made before these existed still hold; not the name).
 // Plans carry it to refuse being applied to another model.
 std::string fingerprint(const ModelDescription& model);
+
+// The latitude–longitude grid of the description's `resolution_deg`
+// (latitudes, longitudes; docs/geometry.md) when it is a grid resolution and
+// that grid has `grid_nodes` points; nullopt otherwise (no resolution given,
+// or explicit counts of another grid). Under JAX such a model's targets are
+// one array per variable over this grid (docs/cost-model.md J26).
+std::optional<std::pair<std::int64_t, std::int64_t>> lat_lon_shape(const ModelDescription& model);
 
 // Trainable parameters: those the builder of the model's architecture
 // declares (models/architectures.cpp picks it, as CostGraph::build does),
