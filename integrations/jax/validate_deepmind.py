@@ -79,15 +79,10 @@ def cases() -> list[Case]:
 BATCH_AXIS = ("over: the reference drops the batch axis at batch 1, DeepMind's arrays keep it, and XLA then keeps "
               "each first linear's silu(h) in the reference (J2), not in DeepMind's program (at batch 2, both "
               "with the axis, the two programs agree to 0.0%)")
-TARGET_COPIES = ("under: DeepMind's scan takes each target variable as its own [time, batch, level, lat, lon] array, "
-                 "and at rollout 12 XLA copies each into the loop's layout (GraphCast: f32[12,1,37,721,1440] per "
-                 "atmospheric variable, 11.1 GiB); the reference's stacked targets are copied only at rollouts up "
-                 "to 8 (J14)")
 KNOWN_GAPS = {
     "graphcast-small r1 b1": BATCH_AXIS,
     "graphcast-operational r1 b1": BATCH_AXIS,
     "graphcast r1 b1": BATCH_AXIS,
-    "graphcast r12 b1": TARGET_COPIES,
 }
 
 
