@@ -95,8 +95,9 @@ class Description(Sizes):
 
     @staticmethod
     def from_json(obj, source: str, pointer: str = "") -> "Description":
-        """Reads the twelve size fields (other fields are ignored) and checks
-        that the grid input splits into DeepMind's channel layout."""
+        """Reads the twelve size fields and resolution_deg (other fields are
+        ignored) and checks that the grid input splits into DeepMind's
+        channel layout."""
         if not isinstance(obj, dict):
             raise InputError(source, pointer, "expected a model description object")
         def fail(key: str, found: str):
@@ -349,7 +350,7 @@ def _decoder(p, x: NetworkInputs, v_g, v_m, blocks):
 class Data(NamedTuple):
     """One training example, float32, node-major (batch axis second when B > 1)."""
     frames: jax.Array    # [N_g, (B,) 2, C_t]     the two input frames: the scan carry
-    targets: tuple       # per variable [T, B, *v] (Description.target_variables), else [T, N_g, (B,) output_features]
+    targets: tuple | jax.Array  # per variable [T, B, *v] (Description.target_variables), else [T, N_g, (B,) C_out]
     forcings: jax.Array  # [T, N_g, (B,) 5]        forcings at each target time
 
 
