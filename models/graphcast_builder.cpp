@@ -55,9 +55,8 @@ class GraphCastBuilder {
       if (in.frames) grid_parts = {carry, forcing, in.statics};
       const TensorId prediction = network(grid_parts, in);
       stage_ = loss_stage();
-      const TensorId target = in.frames ? jax_target(step)
-                                        : input(fmt::format("target.{}", step), m_.grid_nodes * run_.batch,
-                                                m_.output_features, feature_bytes());
+      const TensorId target =
+          input(fmt::format("target.{}", step), in.target_rows, m_.output_features, in.frames ? 4 : feature_bytes());
       // Autocast runs mse_loss in float32: on a float32 copy of the prediction.
       const TensorId scored = autocast_ ? cast("prediction_float32", prediction, 4) : prediction;
       const TensorId loss = activation("loss", 1, 1, 4);
@@ -93,6 +92,7 @@ class GraphCastBuilder {
     TensorId grid = -1, mesh = -1, g2m = -1, mesh_edges = -1, m2g = -1;
     TensorId statics = -1;  // JAX: static and position channels per grid node
     bool frames = false;
+    std::int64_t target_rows = 0;  // of each step's target, output_features wide
   };
   static constexpr std::int64_t kForcings = 5;  // forcing channels at the target time
   static constexpr std::int64_t kStatic = 5;    // 2 static + 3 position channels
@@ -103,6 +103,7 @@ class GraphCastBuilder {
 
   StepInputs pytorch_inputs() {
     StepInputs in;
+    in.target_rows = m_.grid_nodes * run_.batch;
     in.grid = input("grid_features", m_.grid_nodes * run_.batch, m_.grid_input_features, feature_bytes());
     in.mesh = input("mesh_features", m_.mesh_nodes * run_.batch, m_.mesh_input_features, feature_bytes());
     in.g2m = input("grid2mesh_edge_features", m_.grid2mesh_edges * run_.batch, m_.edge_features, feature_bytes());
@@ -115,6 +116,7 @@ class GraphCastBuilder {
   StepInputs jax_inputs() {
     StepInputs in;
     in.frames = true;
+    in.target_rows = jax_target_rows();
     in.grid = input("frames", m_.grid_nodes * run_.batch, kFrames * time_channels(), 4);
     in.statics = input("static_features", m_.grid_nodes, kStatic, 4);
     in.mesh = input("mesh_features", m_.mesh_nodes, m_.mesh_input_features, 4);
@@ -125,18 +127,16 @@ class GraphCastBuilder {
     return in;
   }
 
-  // A step's float32 target under JAX. On a latitude–longitude grid it is
-  // DeepMind's: one array per variable, [batch, (levels,) lat, lon] a step,
-  // which XLA:TPU lays out with each [lat, lon] plane in (8, 128) tiles, so
-  // its bytes are those of output_features padded planes per sample (J26);
-  // otherwise one node-major [nodes, output_features] array.
-  TensorId jax_target(int step) {
-    const std::string name = fmt::format("target.{}", step);
+  // Rows of a step's float32 target under JAX. On a latitude–longitude grid
+  // it is DeepMind's: one array per variable, [batch, (levels,) lat, lon] a
+  // step, which XLA:TPU lays out with each [lat, lon] plane in (8, 128)
+  // tiles, so its bytes are those of output_features padded planes per
+  // sample (J26); otherwise one node-major [nodes, output_features] array.
+  std::int64_t jax_target_rows() const {
     const auto grid = lat_lon_shape(m_);
-    if (!grid) return input(name, m_.grid_nodes * run_.batch, m_.output_features, 4);
+    if (!grid) return m_.grid_nodes * run_.batch;
     auto round_up = [](std::int64_t n, std::int64_t tile) { return (n + tile - 1) / tile * tile; };
-    const std::int64_t plane = round_up(grid->first, kTargetTileRows) * round_up(grid->second, kTargetTileColumns);
-    return input(name, plane * run_.batch, m_.output_features, 4);
+    return round_up(grid->first, kTargetTileRows) * round_up(grid->second, kTargetTileColumns) * run_.batch;
   }
 
   // C_t, the channels of one input frame: grid_input_features = 2 C_t +
