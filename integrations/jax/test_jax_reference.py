@@ -169,6 +169,35 @@ def test_targets_on_a_grid_are_deepmind_s_variables_each_read_at_its_own_points(
 
 
 @needs_jax
+@pytest.mark.parametrize("model", [TINY, TINY_ON_GRID], ids=["node-major targets", "per-variable targets"])
+def test_the_batch_axis_at_batch_1_changes_the_layout_not_the_step(tmp_path, model):
+    """--batch-axis keeps batch 1's axis ([N, 1, C], as DeepMind's arrays):
+    the same loss and gradients as without it on the same data, and no
+    actmem prediction beside XLA's (its JAX profile is read off the program
+    without the axis)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from graphcast_jax import random_arguments
+    flat, kept = (make_case(tmp_path, PLANS["step"], "--rollout", "2", "--dtype", "float32", *flags, model=model)
+                  for flags in ((), ("--batch-axis",)))
+    assert flat.run.lead == () and kept.run.lead == (1,)
+    params, _, data, consts = random_arguments(flat.description, flat.run, seed=3)
+    with_axis = data._replace(frames=jnp.expand_dims(data.frames, 1), forcings=jnp.expand_dims(data.forcings, 2),
+                              targets=data.targets if isinstance(data.targets, tuple)
+                              else jnp.expand_dims(data.targets, 2))
+    assert jax.tree.map(jnp.shape, with_axis) == jax.tree.map(jnp.shape, random_arguments(
+        kept.description, kept.run)[2])
+    (loss, grads), (loss_kept, grads_kept) = (loss_and_grads(c, (params, None, d, consts))
+                                              for c, d in ((flat, data), (kept, with_axis)))
+    np.testing.assert_allclose(float(loss_kept), float(loss), rtol=1e-5)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-6), grads_kept, grads)
+    args = judge.parse_args(["--model", write(tmp_path, "tiny.json", model), "--plan-spec", "none",
+                             "--batch-axis"])
+    assert judge.make_case(args).predicted is None
+
+
+@needs_jax
 @pytest.mark.parametrize("name, batch, rollout", [
     ("regions", 1, 1), ("nested3", 2, 1), ("blocks", 1, 2), ("step", 1, 3), ("step", 2, 2), ("everything", 2, 3)])
 def test_plans_give_the_unplanned_gradients(tmp_path, name, batch, rollout):
@@ -583,6 +612,8 @@ def test_deepmind_validation_stores_every_case_and_names_only_cases_as_gaps():
     for name, r in stored.items():
         assert r["deepmind"]["as_written_bytes"] > 0 and r["reference"]["as_written_bytes"] > 0, name
         assert r["plan"]["step_checkpoint"] == vd.Case(**r["case"]).step_checkpoint, name
+        axis = r["reference_batch_axis"]  # measured at batch 1 only: the same program at batch 2
+        assert (axis["as_written_bytes"] > 0) if r["case"]["batch"] == 1 else axis is None, name
 
 
 def test_tables_of_two_writers_in_one_doc_are_replaced_each_in_its_place(tmp_path):
