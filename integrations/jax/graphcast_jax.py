@@ -7,11 +7,8 @@ Contracts:
     Linear(->out), LayerNorm (statistics in float32, result in the input's
     dtype); the output MLP has no LayerNorm.
   * Layout, node-major as DeepMind's code: node and edge tensors are [N, C]
-    for batch 1 and [N, B, C] for batch > 1, or [N, 1, C] at batch 1 with
-    Run.batch_axis, as DeepMind's arrays keep it (an experiment: XLA fuses
-    the step differently with it, and actmem's JAX profile is read off the
-    program without it; docs/validation-jax.md, "The batch axis at batch
-    1"). Gathers take rows of axis 0 and
+    for batch 1 and [N, B, C] for batch > 1 ([N, 1, C] at batch 1 with
+    Run.like_deepmind). Gathers take rows of axis 0 and
     jax.ops.segment_sum sums rows of axis 0. Graph constants (features, int32
     index arrays) are shared by the batch; features are broadcast to it.
   * Edge update e' = MLP(concat[e, v_s[senders], v_r[receivers]]), optionally
@@ -23,12 +20,17 @@ Contracts:
   * Stages: encoder, mesh_edge_embed, processor.k, decoder; stage_reads /
     stage_writes name the latents (v_g, v_m, e_m, pred) each consumes and
     produces; run_stage runs one.
-  * Parameters are float32; each rollout step casts them to the activation
-    dtype (inside the step, as DeepMind's casting.Bfloat16Cast casts them at
-    every module call, so their gradients accumulate over the steps in
-    float32) and every stage reads the cast copies. The decoder's mesh-node
-    MLP exists (DeepMind's code builds it, actmem counts it) but no op reads
-    it.
+  * Parameters are float32; the step casts them to the activation dtype
+    once (inside each rollout step with Run.like_deepmind) and every stage
+    reads the cast copies. The decoder's mesh-node MLP exists (DeepMind's
+    code builds it, actmem counts it) but no op reads it.
+  * Run.like_deepmind, an experiment actmem does not model (its JAX profile
+    is read off the program without it; docs/validation-jax.md, "The batch
+    axis at batch 1"): the two ways DeepMind's step still differs from
+    this one. Its arrays keep the batch axis at batch 1, and its
+    casting.Bfloat16Cast casts each parameter where a module reads it,
+    inside the step its Predictor scans, so a scanned rollout accumulates
+    the parameters' gradients in float32.
   * Training step (make_train_step): per rollout step the grid input is
     concat(frame0, frame1, forcings_t, static) cast to the activation dtype,
     the network's output is cast back to float32 and, as DeepMind's
@@ -176,17 +178,17 @@ def _lat_lon(obj: dict, source: str, pointer: str) -> tuple[int, int] | None:
 @dataclass(frozen=True)
 class Run:
     """The run: activation dtype, samples per device, rollout steps,
-    optimizer, and whether batch 1 keeps its axis (the module docstring)."""
+    optimizer, and like_deepmind (the module docstring)."""
     dtype: str = "bfloat16"
     batch: int = 1
     rollout: int = 1
     optimizer: str = "adam"
-    batch_axis: bool = False
+    like_deepmind: bool = False
 
     @staticmethod
     def from_json(obj, source: str, pointer: str = "") -> "Run":
         """Reads dtype, batch, rollout, optimizer (other fields are ignored;
-        batch_axis is the default's)."""
+        like_deepmind is the default's)."""
         if not isinstance(obj, dict):
             raise InputError(source, pointer, "expected a run object")
         for key, choices in (("dtype", tuple(DTYPES)), ("optimizer", OPTIMIZERS)):
@@ -202,8 +204,8 @@ class Run:
 
     @property
     def lead(self) -> tuple[int, ...]:
-        """Axes after the node/edge axis: () for batch 1 unless batch_axis, else (B,)."""
-        return (self.batch,) if self.batch > 1 or self.batch_axis else ()
+        """Axes after the node/edge axis: () for batch 1 unless like_deepmind, else (B,)."""
+        return (self.batch,) if self.batch > 1 or self.like_deepmind else ()
 
 
 # ---------------------------------------------------------------- stages
@@ -471,7 +473,11 @@ def make_loss(d: Description, run: Run, network: Network, step_checkpoint: bool 
             c += width
         return sum(terms) / len(terms)
 
+    def cast(params):
+        return jax.tree.map(lambda p: p.astype(dtype), params)
+
     def loss(params, data: Data, consts: Constants):
+        cast_once = None if run.like_deepmind else cast(params)  # like DeepMind: in each step
         shared = _shared_inputs(consts, run)
         static = _batched(consts.static, lead)
 
@@ -480,8 +486,8 @@ def make_loss(d: Description, run: Run, network: Network, step_checkpoint: bool 
             if targets_on_host:
                 target = jax.device_put(target, jax.memory.Space.Device)
             grid = jnp.concatenate([frames.reshape(*frames.shape[:-2], -1), forcings, static], axis=-1)
-            cast = jax.tree.map(lambda p: p.astype(dtype), params)
-            pred = network(cast, shared._replace(grid=grid.astype(dtype))).astype(jnp.float32)
+            weights = cast(params) if cast_once is None else cast_once
+            pred = network(weights, shared._replace(grid=grid.astype(dtype))).astype(jnp.float32)
             pred = pred.at[..., :kept].add(frames[..., 1, :kept])  # a residual on the last input frame
             term = squared_error(pred, target)
             next_frame = jnp.concatenate([pred[..., :kept], forcings], axis=-1)

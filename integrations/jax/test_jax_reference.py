@@ -170,17 +170,17 @@ def test_targets_on_a_grid_are_deepmind_s_variables_each_read_at_its_own_points(
 
 @needs_jax
 @pytest.mark.parametrize("model", [TINY, TINY_ON_GRID], ids=["node-major targets", "per-variable targets"])
-def test_the_batch_axis_at_batch_1_changes_the_layout_not_the_step(tmp_path, model):
-    """--batch-axis keeps batch 1's axis ([N, 1, C], as DeepMind's arrays):
-    the same loss and gradients as without it on the same data, and no
-    actmem prediction beside XLA's (its JAX profile is read off the program
-    without the axis)."""
+def test_like_deepmind_changes_the_layout_and_the_casts_not_the_step(tmp_path, model):
+    """--like-deepmind keeps batch 1's axis ([N, 1, C], as DeepMind's
+    arrays) and casts the parameters in each step: the same loss and
+    gradients as without it on the same data, and no actmem prediction
+    beside XLA's (its JAX profile is read off the reference as it is)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
     from graphcast_jax import random_arguments
     flat, kept = (make_case(tmp_path, PLANS["step"], "--rollout", "2", "--dtype", "float32", *flags, model=model)
-                  for flags in ((), ("--batch-axis",)))
+                  for flags in ((), ("--like-deepmind",)))
     assert flat.run.lead == () and kept.run.lead == (1,)
     params, _, data, consts = random_arguments(flat.description, flat.run, seed=3)
     with_axis = data._replace(frames=jnp.expand_dims(data.frames, 1), forcings=jnp.expand_dims(data.forcings, 2),
@@ -193,7 +193,7 @@ def test_the_batch_axis_at_batch_1_changes_the_layout_not_the_step(tmp_path, mod
     np.testing.assert_allclose(float(loss_kept), float(loss), rtol=1e-5)
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-6), grads_kept, grads)
     args = judge.parse_args(["--model", write(tmp_path, "tiny.json", model), "--plan-spec", "none",
-                             "--batch-axis"])
+                             "--like-deepmind"])
     assert judge.make_case(args).predicted is None
 
 
@@ -612,8 +612,7 @@ def test_deepmind_validation_stores_every_case_and_names_only_cases_as_gaps():
     for name, r in stored.items():
         assert r["deepmind"]["as_written_bytes"] > 0 and r["reference"]["as_written_bytes"] > 0, name
         assert r["plan"]["step_checkpoint"] == vd.Case(**r["case"]).step_checkpoint, name
-        axis = r["reference_batch_axis"]  # measured at batch 1 only: the same program at batch 2
-        assert (axis["as_written_bytes"] > 0) if r["case"]["batch"] == 1 else axis is None, name
+        assert r["reference_like_deepmind"]["as_written_bytes"] > 0, name
 
 
 def test_tables_of_two_writers_in_one_doc_are_replaced_each_in_its_place(tmp_path):
@@ -679,10 +678,11 @@ def test_remeasure_measures_xla_s_figures_again_with_each_case_s_stored_plan(tmp
     monkeypatch.setattr(vd, "deepmind_probe", deepmind_probe)
     assert vd.main(["--remeasure", "--results", str(results), "--only", name]) in (0, 1)
     [after] = vd.read_results(str(results))
-    assert len(probes) == 1 and "--plan" in probes[0]
-    assert after["reference"]["as_written_bytes"] == 1 << 34
+    assert len(probes) == 2 and all("--plan" in argv for argv in probes)  # as it is, and like DeepMind's
+    assert [argv[-1] == "--like-deepmind" for argv in probes] == [False, True]
+    assert after["reference"]["as_written_bytes"] == after["reference_like_deepmind"]["as_written_bytes"] == 1 << 34
 
     def kept(r):
-        return {k: v for k, v in r.items() if k != "reference"}
+        return {k: v for k, v in r.items() if k not in ("reference", "reference_like_deepmind")}
 
     assert kept(after) == kept(dm[name])
