@@ -652,14 +652,18 @@ def test_remeasure_measures_xla_s_figures_again_with_each_case_s_stored_plan(tmp
     validate.write_results(str(results), [stored[name]])
     seen = []
 
-    def measure(case, old, whole):
-        seen.append(old)
+    def measure(case, old, whole, options=()):
+        seen.append((old, options))
         return dict(old, as_written=stored[name]["as_written"], on_tpu_v4=stored[name]["on_tpu_v4"])
 
     monkeypatch.setattr(validate, "measure", measure)
     assert validate.main(["--remeasure", "--results", str(results), "--only", name]) == 0
-    assert seen == [{"case": stored[name]["case"], "plan": stored[name]["plan"]}]
+    assert validate.main(["--remeasure", "--like-deepmind", "--results", str(results), "--only", name]) == 0
+    plan_only = {"case": stored[name]["case"], "plan": stored[name]["plan"]}
+    assert seen == [(plan_only, ()), (plan_only, ("--like-deepmind",))]
     assert validate.read_results(str(results)) == [stored[name]]
+    # the experiment's figures never overwrite the stored ones
+    assert validate.main(["--remeasure", "--like-deepmind", "--only", name]) == 2 and len(seen) == 2
 
     dm = {r["case"]["name"]: r for r in vd.read_results(os.path.join(HERE, "results", "deepmind.jsonl"))}
     name = "graphcast-small r4 b1"
