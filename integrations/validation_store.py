@@ -46,11 +46,14 @@ def write_results(path: str, results: list[dict]) -> None:
 
 def write_table(path: str, text: str, writer: str) -> None:
     """Replaces the table between the markers `writer` (a script's path in
-    the repository) writes in `path`, or writes the file with them."""
+    the repository, and its options where they make another table) writes
+    in `path`; a file without them gets them at its end, and what it holds
+    stays."""
     begin = f"<!-- validation table: written by {writer} -->"
     block = f"{begin}\n{text}{END}"
     old = open(path).read() if os.path.exists(path) else ""
     if begin in old and END in old[old.index(begin):]:  # this writer's end, not another table's
         start = old.index(begin)
-        block = old[:start] + block + old[old.index(END, start) + len(END):]
-    write_whole(path, block if old else block + "\n")
+        write_whole(path, old[:start] + block + old[old.index(END, start) + len(END):])
+    else:
+        write_whole(path, (old.rstrip("\n") + "\n\n" if old.strip() else "") + block + "\n")

@@ -628,6 +628,14 @@ def test_tables_of_two_writers_in_one_doc_are_replaced_each_in_its_place(tmp_pat
     write_table(str(doc), "| b2 |\n", "second.py")
     write_table(str(doc), "| a2 |\n", "first.py")
     assert doc.read_text() == before.replace("| a |", "| a2 |").replace("| b |", "| b2 |")
+    # a third writer's table, or a writer's with other options, goes at the
+    # end: the doc keeps everything it had (it was once replaced whole)
+    write_table(str(doc), "| c |\n", "first.py --other")
+    assert doc.read_text() == before.replace("| a |", "| a2 |").replace("| b |", "| b2 |") + (
+        f"\n{marker.format('first.py --other')}| c |\n{END}\n")
+    new = tmp_path / "new.md"
+    write_table(str(new), "| d |\n", "first.py")
+    assert new.read_text() == f"{marker.format('first.py')}| d |\n{END}\n"
 
 
 def test_a_corrupt_results_file_is_a_one_line_error_naming_it(tmp_path):
