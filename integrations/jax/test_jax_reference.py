@@ -615,6 +615,20 @@ def test_deepmind_validation_stores_every_case_and_names_only_cases_as_gaps():
         assert r["reference_like_deepmind"]["as_written_bytes"] > 0, name
 
 
+def test_the_table_like_deepmind_s_measures_the_stored_cases_under_their_stored_plans():
+    """results/validation-like-deepmind.jsonl is the reference's table with
+    the reference like DeepMind's step: the same cases, each under the plan
+    stored for it (so the two figures differ by the program alone), every
+    one measured."""
+    import validate
+    stored = {r["case"]["name"]: r for r in validate.read_results(validate.STORED_RESULTS)}
+    like = {r["case"]["name"]: r for r in validate.read_results(validate.LIKE_DEEPMIND_RESULTS)}
+    assert set(like) == set(stored)
+    for name, r in like.items():
+        assert (r["case"], r["plan"]) == (stored[name]["case"], stored[name]["plan"]), name
+        assert r["as_written"]["as_written_bytes"] > 0 and "remat_fits" in r["on_tpu_v4"], name
+
+
 def test_tables_of_two_writers_in_one_doc_are_replaced_each_in_its_place(tmp_path):
     """docs/validation-jax.md carries validate.py's table and then
     validate_deepmind.py's: writing either leaves the other and the text
@@ -670,8 +684,11 @@ def test_remeasure_measures_xla_s_figures_again_with_each_case_s_stored_plan(tmp
     plan_only = {"case": stored[name]["case"], "plan": stored[name]["plan"]}
     assert seen == [(plan_only, ()), (plan_only, ("--like-deepmind",))]
     assert validate.read_results(str(results)) == [stored[name]]
-    # the experiment's figures never overwrite the stored ones
-    assert validate.main(["--remeasure", "--like-deepmind", "--only", name]) == 2 and len(seen) == 2
+    # the two programs' figures never go into each other's files
+    assert validate.main(["--remeasure", "--like-deepmind", "--results", validate.STORED_RESULTS,
+                          "--only", name]) == 2
+    assert validate.main(["--remeasure", "--results", validate.LIKE_DEEPMIND_RESULTS, "--only", name]) == 2
+    assert len(seen) == 2
 
     dm = {r["case"]["name"]: r for r in vd.read_results(os.path.join(HERE, "results", "deepmind.jsonl"))}
     name = "graphcast-small r4 b1"
