@@ -371,7 +371,7 @@ def known_gap_check(gap: str | None, within: bool) -> tuple[bool, str]:
 STORED_RESULTS = os.path.join(HERE, "results", "validation.jsonl")  # of the reference as it is
 # Of the reference like DeepMind's step (judge.py --like-deepmind): the same
 # cases and plans, measured apart; actmem does not model that program yet
-# (docs/validation-jax.md, "The table like DeepMind's").
+# (docs/validation-jax.md, "The reference like DeepMind's, on every case").
 LIKE_DEEPMIND_RESULTS = os.path.join(HERE, "results", "validation-like-deepmind.jsonl")
 
 
