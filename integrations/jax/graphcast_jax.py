@@ -477,7 +477,7 @@ def make_loss(d: Description, run: Run, network: Network, step_checkpoint: bool 
         return jax.tree.map(lambda p: p.astype(dtype), params)
 
     def loss(params, data: Data, consts: Constants):
-        cast_once = None if run.like_deepmind else cast(params)  # like DeepMind: in each step
+        cast_once = None if run.like_deepmind else cast(params)  # like DeepMind: in each step instead
         shared = _shared_inputs(consts, run)
         static = _batched(consts.static, lead)
 
@@ -486,7 +486,7 @@ def make_loss(d: Description, run: Run, network: Network, step_checkpoint: bool 
             if targets_on_host:
                 target = jax.device_put(target, jax.memory.Space.Device)
             grid = jnp.concatenate([frames.reshape(*frames.shape[:-2], -1), forcings, static], axis=-1)
-            weights = cast(params) if cast_once is None else cast_once
+            weights = cast(params) if run.like_deepmind else cast_once
             pred = network(weights, shared._replace(grid=grid.astype(dtype))).astype(jnp.float32)
             pred = pred.at[..., :kept].add(frames[..., 1, :kept])  # a residual on the last input frame
             term = squared_error(pred, target)
