@@ -181,3 +181,55 @@ TEST_CASE("edge blocks' backward: under float32 at batch 2 the grid's copy is bf
   CHECK(count(float32_copy, EdgeBlockValue::gathered_receivers) == 0);
   CHECK(peak.added - float32_copy.added == 2 * rows * (f32 + bf16));
 }
+
+// DeepMind's program at batch 1 ([N, 1, C]; docs/cost-model.md J28, J30):
+// `mid`'s decoder in 2 blocks, `plan-spec deepmind:2`, rollout 1. At the
+// peak of XLA's program (`remat_trace.py --model
+// integrations/jax/models/mid.json --plan-spec deepmind:2 --min-mib 50`,
+// #982 fusion.1308, 58.59 MiB a block's buffer) both blocks' gathers and
+// edge slices are live (gather_custom_fusion.17–20, slice.58, slice.61):
+// the block reached first frees them only after the other block's
+// second-linear backward (J30). That block's SiLU output is live, h gone
+// (fusion.460), the second weight gradient reading it: every block's
+// recomputation writes the pair (J28). Beside them the other block's
+// output-gradient slice (split.2), h and SiLU (fusion.461, a pair), the
+// norm's input (convert_reduce_fusion.8) and its gradient (fusion.1308), and
+// gradients of the block reached first (fusion.1310, fusion.1349).
+TEST_CASE("edge blocks' backward: at batch 1 every block writes SiLU and keeps its gathers to the next's backward") {
+  using V = EdgeBlockValue;
+  auto live_at_peak = [](bool every_block_writes_silu, bool partials_after_next_block) {
+    EdgeBlockSizes s = decoder(120000, 10000, 40000, 2);
+    s.every_block_writes_silu = every_block_writes_silu;
+    s.partials_after_next_block = partials_after_next_block;
+    const EdgeBlockPeak peak = edge_block_backward(s).peak;
+    std::vector<std::pair<V, int>> live;
+    for (const EdgeBlockPeak::Live& l : peak.live)
+      if (l.block >= 0) live.emplace_back(l.value, l.block);
+    std::sort(live.begin(), live.end());
+    return std::pair{peak.step, live};
+  };
+  std::vector<std::pair<V, int>> xla{{V::gathered_senders, 0},
+                                     {V::gathered_senders, 1},
+                                     {V::gathered_receivers, 0},
+                                     {V::gathered_receivers, 1},
+                                     {V::edge_slice, 0},
+                                     {V::edge_slice, 1},
+                                     {V::silu, 0},
+                                     {V::silu, 1},
+                                     {V::hidden, 0},
+                                     {V::output_gradient_slice, 0},
+                                     {V::pre_norm, 0},
+                                     {V::norm_statistics, 0},
+                                     {V::pre_norm_gradient, 0},
+                                     {V::pre_norm_gradient, 1},
+                                     {V::hidden_gradient, 1}};
+  std::sort(xla.begin(), xla.end());
+  const auto [step, live] = live_at_peak(true, true);
+  CHECK(step == EdgeBlockStep::norm_backward);
+  CHECK(live == xla);
+  // Either rule alone gives another peak (and the schedules are kept, in
+  // one process, by every field of the sizes).
+  CHECK(live_at_peak(true, false).second != xla);
+  CHECK(live_at_peak(false, true).second != xla);
+  CHECK(live_at_peak(true, true).second == xla);
+}

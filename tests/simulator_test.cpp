@@ -493,31 +493,117 @@ TEST_SUITE("simulator") {
     CHECK(copies(torch).first == none);
   }
 
+  // With nothing checkpointed the peak of the tiny model, at the output
+  // MLP, holds every other MLP's saved tensors (the output MLP's own are
+  // the op's operands there): by MLP, whether SiLU's output is among them
+  // (true) and whether h is, in the order of `mlps`.
+  std::vector<std::pair<bool, bool>> silu_and_hidden_kept(const RunOptions& run, const std::vector<std::string>& mlps) {
+    const CostGraph g = CostGraph::build(testing::tiny_model(2), run);
+    const Report r = with_peak_buffers(g, empty_plan(g.stages()));
+    REQUIRE(r.peak_at.op.starts_with("decoder.output_mlp."));
+    std::vector<std::pair<bool, bool>> kept;
+    for (const std::string& mlp : mlps) {
+      auto live = [&](const std::string& name) {
+        return std::any_of(r.live_at_peak.begin(), r.live_at_peak.end(),
+                           [&](const PeakBuffer& b) { return b.category == "activations" && b.tensor == name; });
+      };
+      kept.emplace_back(live(mlp + ".silu0"), live(mlp + ".linear0"));
+    }
+    return kept;
+  }
+
   TEST_CASE("simulator: under JAX float32 no linear keeps the SiLU output it reads (J13)") {
     // XLA:TPU keeps an MLP's float32 h and recomputes silu(h) from it for
     // the second linear's weight gradient; under bfloat16 the first
-    // linear's fusion writes both and both are kept (J2). With nothing
-    // checkpointed the peak, at the output MLP, holds every other MLP's
-    // saved tensors (the output MLP's own are the op's operands there).
-    auto silu_and_hidden_at_peak = [](DType dtype) {
-      const CostGraph g = CostGraph::build(testing::tiny_model(2), jax(dtype));
-      const Report r = with_peak_buffers(g, empty_plan(g.stages()));
-      REQUIRE(r.peak_at.op.starts_with("decoder.output_mlp."));
+    // linear's fusion writes both and both are kept (J2; at batch 2, where
+    // every MLP's does: J27).
+    const std::vector<std::string> mlps{"encoder.grid_node_embed", "encoder.edge_mlp", "processor.0.edge_mlp",
+                                        "processor.1.node_mlp", "decoder.grid_node_mlp"};
+    for (const auto& [silu, hidden] : silu_and_hidden_kept(jax(DType::float32), mlps)) {
+      CHECK_FALSE(silu);
+      CHECK(hidden);
+    }
+    for (const auto& [silu, hidden] : silu_and_hidden_kept(jax(DType::bfloat16, 1, 2), mlps)) {
+      CHECK(silu);
+      CHECK(hidden);
+    }
+  }
+
+  TEST_CASE("simulator: under JAX at batch 1 an MLP whose output an edge update reads keeps h alone (J27)") {
+    // DeepMind's program at batch 1 ([N, 1, C]): XLA writes SiLU's output
+    // beside h only in the MLPs whose output no edge update reads, through
+    // their LayerNorm and residual add (the encoder's and the last
+    // processor step's edge MLPs, here processor.1; the decoder's; the
+    // decoder's grid-node MLP); the embedders, the encoder's node MLPs and
+    // the processor's other MLPs write h alone, and their linears recompute
+    // SiLU from it (graphcast-small `none` rollout 1: fusion.801 ... 815
+    // single, fusion.860 the pair; docs/cost-model.md J27).
+    const std::vector<std::string> reads_h_alone{
+        "encoder.grid_node_embed", "encoder.edge_embed",         "encoder.grid_node_mlp",
+        "encoder.mesh_node_mlp",   "mesh_edge_embed.edge_embed", "processor.0.edge_mlp",
+        "processor.0.node_mlp",    "processor.1.node_mlp",       "decoder.edge_embed"};
+    const std::vector<std::string> writes_the_pair{"encoder.edge_mlp", "processor.1.edge_mlp", "decoder.edge_mlp",
+                                                   "decoder.grid_node_mlp"};
+    for (const auto& [silu, hidden] : silu_and_hidden_kept(jax(DType::bfloat16), reads_h_alone)) {
+      CHECK_FALSE(silu);
+      CHECK(hidden);
+    }
+    for (const auto& [silu, hidden] : silu_and_hidden_kept(jax(DType::bfloat16), writes_the_pair)) {
+      CHECK(silu);
+      CHECK(hidden);
+    }
+    // at batch 2 every MLP writes the pair (J2)
+    for (const auto& [silu, hidden] : silu_and_hidden_kept(jax(DType::bfloat16, 1, 2), reads_h_alone)) CHECK(silu);
+  }
+
+  TEST_CASE("simulator: under JAX at batch 1 a checkpoint inside a scanned step keeps SiLU's output (J29)") {
+    // In the loop body of a rollout whose steps are each checkpointed, the
+    // step's own recomputation has its linears recompute SiLU from h (J10);
+    // at batch 1 a checkpoint inside the step recomputes as outside the
+    // loop, writing and keeping both (graphcast-small `nested` rollout 2;
+    // docs/cost-model.md J29). Here the whole network is one checkpoint
+    // inside the step, and the peak is in its backward.
+    auto silu_and_hidden_at_peak = [](std::int64_t batch) {
+      const CostGraph g = CostGraph::build(testing::tiny_model(2), jax(DType::bfloat16, 2, batch));
+      Plan plan = builtin(g, "full");
+      plan.step_checkpoint = true;
+      const Report r = with_peak_buffers(g, plan);
+      REQUIRE(r.peak_at.pass != Pass::forward);
       std::pair<int, int> counts{0, 0};
       for (const PeakBuffer& b : r.live_at_peak) {
-        if (b.category != "activations" || b.tensor.starts_with("decoder.output_mlp.")) continue;
-        if (b.tensor.find(".silu") != std::string::npos) ++counts.first;
+        if (b.category != "activations" || b.tensor.find(".output_mlp.") != std::string::npos) continue;
+        if (b.tensor.ends_with(".silu0")) ++counts.first;
         if (b.tensor.ends_with(".linear0")) ++counts.second;
       }
       return counts;
     };
-    const auto [float32_silu, float32_hidden] = silu_and_hidden_at_peak(DType::float32);
-    const auto [bfloat16_silu, bfloat16_hidden] = silu_and_hidden_at_peak(DType::bfloat16);
-    CHECK(float32_silu == 0);
-    CHECK(float32_hidden > 0);
-    CHECK(bfloat16_silu == bfloat16_hidden);
-    CHECK(float32_hidden == bfloat16_hidden);
+    const auto [one_silu, one_hidden] = silu_and_hidden_at_peak(1);
+    CHECK(one_hidden > 0);
+    CHECK(one_silu == one_hidden);
+    const auto [two_silu, two_hidden] = silu_and_hidden_at_peak(2);
+    CHECK(two_hidden > 0);
+    CHECK(two_silu == 0);
   }
+
+  TEST_CASE(
+      "simulator: under JAX at batch 1 a LayerNorm over a multiple of 8 mesh edges keeps a copy of its input (J31)") {
+    // XLA:TPU copies the input of a mesh-edge MLP's LayerNorm into another
+    // layout where the mesh edges are a multiple of 8 (`mid`'s 80,000:
+    // copy.13, copy.19, copy.20, 78.12 MiB each at deepmind:2's peak; with
+    // 80,004 or 81,900 edges no copy; docs/cost-model.md J31).
+    auto copies_at_peak = [](std::int64_t mesh_edges, std::int64_t batch) {
+      nlohmann::json json = testing::tiny_model_json(2);
+      json["mesh_edges"] = mesh_edges;
+      const CostGraph g = CostGraph::build(model_from_json(json, "tiny.json"), jax(DType::bfloat16, 1, batch));
+      const Report r = with_peak_buffers(g, empty_plan(g.stages()));
+      return std::count_if(r.live_at_peak.begin(), r.live_at_peak.end(),
+                           [](const PeakBuffer& b) { return b.tensor == "processor.0.edge_mlp.linear1"; });
+    };
+    CHECK(copies_at_peak(3000, 1) == 2);  // the input LayerNorm keeps, and its copy
+    CHECK(copies_at_peak(3004, 1) == 1);
+    CHECK(copies_at_peak(3000, 2) == 1);
+  }
+
   TEST_CASE(
       "simulator: under JAX SiLU's backward makes no buffer: the first linear's output gradient is SiLU's (J21)") {
     // From the output MLP's second linear's backward to SiLU's, the

@@ -48,8 +48,8 @@ void pytorch_rules(MemoryProfile& p, DType dtype, Implementation implementation)
   p.parameter_cast_bytes = dtype == DType::float32 ? 0 : element_bytes(dtype);
 }
 
-// JAX under XLA:TPU (docs/cost-model.md, J1–J25).
-void jax_rules(MemoryProfile& p, DType dtype) {
+// JAX under XLA:TPU (docs/cost-model.md, J1–J31).
+void jax_rules(MemoryProfile& p, DType dtype, std::int64_t batch) {
   // XLA:TPU fuses the concat of an MLP's input into the matmul that
   // consumes it: never materialised, its parts (materialised gathers) are
   // kept instead, and its gradient is one buffer of its size whose slices
@@ -70,6 +70,15 @@ void jax_rules(MemoryProfile& p, DType dtype) {
   p.loop_body_recomputes_silu = true;
   p.loop_body_holds_step_inputs = true;
   p.linears_recompute_silu_input = dtype == DType::float32;  // J13
+  // DeepMind's program keeps the batch axis at batch 1 ([N, 1, C]); XLA
+  // lays those arrays out, fuses and orders them otherwise than the
+  // batch-major ones of batch > 1 (J27–J31, read off batch 1).
+  const bool one_sample = batch == 1;
+  p.edge_update_inputs_recompute_silu = one_sample;           // J27
+  p.loop_body_inner_checkpoints_keep_silu = one_sample;       // J29
+  p.every_edge_block_writes_silu = dtype == DType::bfloat16;  // J28
+  p.edge_block_partials_after_next_block = one_sample;        // J30
+  p.aligned_mesh_edge_norms_copy_input = one_sample;          // J31
   p.step_checkpoint_scanned = true;
   // Read off bfloat16 modules (J19); no float32 module was read for it.
   p.grid_input_held_through_step = dtype == DType::bfloat16;
@@ -107,14 +116,14 @@ void jax_rules(MemoryProfile& p, DType dtype) {
 
 }  // namespace
 
-MemoryProfile memory_profile(Framework framework, DType dtype, Implementation implementation) {
+MemoryProfile memory_profile(const RunOptions& run, Implementation implementation) {
   MemoryProfile p;
-  p.framework = framework;
+  p.framework = run.framework;
   common_rules(p);
-  if (framework == Framework::pytorch)
-    pytorch_rules(p, dtype, implementation);
+  if (run.framework == Framework::pytorch)
+    pytorch_rules(p, run.dtype, implementation);
   else
-    jax_rules(p, dtype);
+    jax_rules(p, run.dtype, run.batch);
   return p;
 }
 

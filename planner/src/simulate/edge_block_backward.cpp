@@ -98,6 +98,7 @@ EdgeBlockBackward schedule_edge_blocks(const EdgeBlockSizes& s) {
 
   struct Made {
     int gathered_senders, gathered_receivers, edge_slice, hidden, silu, pre_norm_gradient, hidden_gradient;
+    int second_linear_backward;  // the instruction
   };
   const int blocks = static_cast<int>(s.blocks.size());
   std::vector<Made> made(s.blocks.size());
@@ -130,7 +131,7 @@ EdgeBlockBackward schedule_edge_blocks(const EdgeBlockSizes& s) {
     m.hidden = g.buffer(z.hidden, V::hidden, b);
     std::vector<int> first_linear{m.hidden};
     m.silu = m.hidden;
-    if (b == 0) first_linear.push_back(m.silu = g.buffer(z.silu, V::silu, b));
+    if (b == 0 || s.every_block_writes_silu) first_linear.push_back(m.silu = g.buffer(z.silu, V::silu, b));
     g.instruction(S::first_linear, b, first_linear, {m.gathered_senders, m.gathered_receivers, m.edge_slice});
     const int pre_norm = g.buffer(z.pre_norm, V::pre_norm, b);
     const int statistics = g.buffer(z.norm_statistics, V::norm_statistics, b);
@@ -138,7 +139,8 @@ EdgeBlockBackward schedule_edge_blocks(const EdgeBlockSizes& s) {
     m.pre_norm_gradient = g.buffer(z.pre_norm_gradient, V::pre_norm_gradient, b);
     g.instruction(S::norm_backward, b, {m.pre_norm_gradient}, {pre_norm, statistics}, {barrier}, {slice});
     m.hidden_gradient = g.buffer(z.hidden_gradient, V::hidden_gradient, b);
-    g.instruction(S::second_linear_backward, b, {m.hidden_gradient}, {m.pre_norm_gradient, m.hidden});
+    m.second_linear_backward =
+        g.instruction(S::second_linear_backward, b, {m.hidden_gradient}, {m.pre_norm_gradient, m.hidden});
   }
   auto first_weight_inputs = [&](const Made& m) {
     return std::vector<int>{m.hidden_gradient, m.gathered_senders, m.gathered_receivers, m.edge_slice};
@@ -146,7 +148,10 @@ EdgeBlockBackward schedule_edge_blocks(const EdgeBlockSizes& s) {
   std::vector<int> update = first_weight_inputs(made.front());
   for (int b = 1; b < blocks; ++b) {
     const int partial = g.buffer(s.first_weight_partial, V::first_weight_partial, b);
-    g.instruction(S::first_weight_gradient, b, {partial}, first_weight_inputs(made[static_cast<std::size_t>(b)]));
+    std::vector<int> after;
+    if (s.partials_after_next_block) after.push_back(made[static_cast<std::size_t>(b - 1)].second_linear_backward);
+    g.instruction(S::first_weight_gradient, b, {partial}, first_weight_inputs(made[static_cast<std::size_t>(b)]),
+                  after);
     update.push_back(partial);
   }
   g.instruction(S::first_weight_update, 0, {}, update);
@@ -156,11 +161,11 @@ EdgeBlockBackward schedule_edge_blocks(const EdgeBlockSizes& s) {
     for (int b = 1; b + 1 < blocks; ++b) {
       const Made& m = made[static_cast<std::size_t>(b)];
       const int next = g.buffer(s.second_weight_partial, V::second_weight_partial, b);
-      g.instruction(S::second_weight_gradient, b, {next}, {chain, m.hidden, m.pre_norm_gradient});
+      g.instruction(S::second_weight_gradient, b, {next}, {chain, m.silu, m.pre_norm_gradient});
       chain = next;
     }
     const Made& last = made.back();
-    g.instruction(S::second_weight_update, blocks - 1, {}, {chain, last.hidden, last.pre_norm_gradient});
+    g.instruction(S::second_weight_update, blocks - 1, {}, {chain, last.silu, last.pre_norm_gradient});
   } else {
     g.instruction(S::second_weight_update, 0, {}, {made.front().silu, made.front().pre_norm_gradient});
   }
@@ -208,7 +213,8 @@ namespace actmem::detail {
 
 namespace {
 
-// The sizes as one key: runs of equal blocks, then the rest.
+// The sizes as one key: runs of equal blocks, then the rest (every field
+// of EdgeBlockSizes: a schedule is kept by it).
 std::vector<std::int64_t> key_of(const EdgeBlockSizes& s) {
   std::vector<std::int64_t> key;
   auto fields = [](const EdgeBlockSizes::Block& b) {
@@ -226,10 +232,26 @@ std::vector<std::int64_t> key_of(const EdgeBlockSizes& s) {
     b = end;
   }
   key.push_back(-1);
-  key.insert(key.end(), {s.output_gradient, s.senders, s.receivers, s.edges, s.senders_held, s.receivers_held,
-                         s.edges_held, s.receivers_are_senders, s.senders_copy, s.receivers_copy, s.sender_gradient,
-                         s.receiver_gradient, s.edge_gradient, s.sender_gradient_exists, s.receiver_gradient_exists,
-                         s.edge_gradient_exists, s.first_weight_partial, s.second_weight_partial});
+  key.insert(key.end(), {s.output_gradient,
+                         s.senders,
+                         s.receivers,
+                         s.edges,
+                         s.senders_held,
+                         s.receivers_held,
+                         s.edges_held,
+                         s.receivers_are_senders,
+                         s.senders_copy,
+                         s.receivers_copy,
+                         s.sender_gradient,
+                         s.receiver_gradient,
+                         s.edge_gradient,
+                         s.sender_gradient_exists,
+                         s.receiver_gradient_exists,
+                         s.edge_gradient_exists,
+                         s.first_weight_partial,
+                         s.second_weight_partial,
+                         s.every_block_writes_silu,
+                         s.partials_after_next_block});
   for (EdgeBlockValue v : s.compiler_recomputable) key.push_back(static_cast<std::int64_t>(v));
   return key;
 }

@@ -79,6 +79,13 @@ struct EdgeBlockSizes {
   // buffer read by both gathers, one gradient both scatter into (the
   // receivers' fields are not read).
   bool receivers_are_senders = false;
+  // Every block's recomputation writes SiLU's output beside h, and the
+  // second weight gradient reads it (J28); false: only the block
+  // recomputed first writes it.
+  bool every_block_writes_silu = false;
+  // A block's first-weight partial waits for the next block's second-linear
+  // backward (J30).
+  bool partials_after_next_block = false;
   // Node features XLA lays out batch-major at batch > 1 and so copies whole,
   // in a block's own time, before each block's gather from them (J15): the
   // bytes of one such copy, in the gathers' dtype; 0 where gathered directly.

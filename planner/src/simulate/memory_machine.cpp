@@ -32,7 +32,7 @@ void TensorState::reset(const std::vector<TensorId>& tensors, bool first_paramet
 
 MemoryMachine::MemoryMachine(const CostGraph& graph, TensorState* shared)
     : g_(graph),
-      profile_(memory_profile(graph.run().framework, graph.run().dtype, graph.model().implementation)),
+      profile_(memory_profile(graph.run(), graph.model().implementation)),
       own_(shared ? TensorState{} : TensorState(graph.tensors().size(), true)),
       current_(shared ? shared->current : own_.current),
       grad_(shared ? shared->grad : own_.grad),
@@ -277,7 +277,10 @@ void MemoryMachine::forward_op(OpId id, bool saving, std::int64_t block_rows, in
       stack_residuals(id);
     } else {
       for (std::size_t i = 0; i < op.inputs.size(); ++i)
-        if ((rule.saved_inputs & (1u << i)) && !silu_input_recomputed(op, op.inputs[i])) save(op.inputs[i], saved);
+        if ((rule.saved_inputs & (1u << i)) && !silu_input_recomputed(id, op.inputs[i], pass))
+          save(op.inputs[i], saved);
+      if (norm_copies_input(op))
+        saved.push_back(allocate(buffer(current(op.inputs[0])).bytes, kActivations, 1, op.inputs[0]));
       for (std::size_t i = 0; i < op.outputs.size(); ++i)
         if (rule.saved_outputs & (1u << i)) save(op.outputs[i], saved);
     }
@@ -556,7 +559,9 @@ void MemoryMachine::backward_region(const Item& item, std::int64_t block_rows, i
   if (hold_outputs)
     for (TensorId t : item.outputs)
       if (made_here(t)) ++uses_[static_cast<std::size_t>(t)];
+  recomputing_step_ = item.loop_body;
   forward(item.children, /*saving=*/true, block_rows, block, Pass::recompute);
+  recomputing_step_ = false;
   std::vector<int> held_outputs;
   if (hold_outputs)
     for (TensorId t : item.outputs)
@@ -608,14 +613,47 @@ std::vector<int> MemoryMachine::hold_loop_body_step_inputs(const Item& step) {
 }
 
 // A linear does not keep a SiLU's output it reads where XLA recomputes it
-// from h, which SiLU keeps: in its loop body (J10, J14), and everywhere
-// under float32 (J13).
-bool MemoryMachine::silu_input_recomputed(const Op& op, TensorId input) const {
-  const bool recomputes =
-      profile_.linears_recompute_silu_input || (in_loop_body_ && profile_.loop_body_recomputes_silu);
-  if (!recomputes || op.kind != OpKind::linear) return false;
+// from h, which SiLU keeps: in its loop body (J10, J14; at batch 1 only in
+// the step's own recomputation, J29), everywhere under float32 (J13), and
+// in the forward pass of an MLP whose output an edge update reads (J27).
+bool MemoryMachine::silu_input_recomputed(OpId reader, TensorId input, Pass pass) const {
+  if (g_.op(reader).kind != OpKind::linear) return false;
   const OpId p = g_.producer(input);
-  return p >= 0 && g_.op(p).kind == OpKind::silu;
+  if (p < 0 || g_.op(p).kind != OpKind::silu) return false;
+  if (profile_.linears_recompute_silu_input) return true;
+  if (in_loop_body_ && profile_.loop_body_recomputes_silu &&
+      (!profile_.loop_body_inner_checkpoints_keep_silu || recomputing_step_))
+    return true;
+  return pass == Pass::forward && profile_.edge_update_inputs_recompute_silu && read_by_edge_update(reader);
+}
+
+// A LayerNorm over the mesh edges, their count a multiple of 8, keeps a
+// copy of its input in another layout (J31); not in the forward loop that
+// stacks residuals, which keeps what its linearization names (J11).
+bool MemoryMachine::norm_copies_input(const Op& op) const {
+  if (!profile_.aligned_mesh_edge_norms_copy_input || op.kind != OpKind::layer_norm || stacking_residuals_)
+    return false;
+  const std::int64_t rows = tensor(op.inputs[0]).rows;
+  return rows == g_.model().mesh_edges && rows % 8 == 0 && current_[static_cast<std::size_t>(op.inputs[0])] >= 0;
+}
+
+// Whether another edge update reads what `op` makes, through the
+// LayerNorms and residual adds after it (its own edge update's LayerNorm
+// is walked through, not counted).
+bool MemoryMachine::read_by_edge_update(OpId op) const {
+  std::vector<TensorId> frontier{g_.op(op).outputs.front()};
+  while (!frontier.empty()) {
+    const TensorId t = frontier.back();
+    frontier.pop_back();
+    for (OpId c : g_.consumers(t)) {
+      const Op& consumer = g_.op(c);
+      if (consumer.kind == OpKind::layer_norm || consumer.kind == OpKind::add)
+        frontier.push_back(consumer.outputs.front());
+      else if (consumer.edge_update)
+        return true;
+    }
+  }
+  return false;
 }
 
 void MemoryMachine::backward_blocks(const Item& item) {
@@ -705,6 +743,8 @@ bool MemoryMachine::sample_xla_blocked_backward(const Item& item) {
   s.receivers_held = held_past_blocks(receivers, item);
   s.edges_held = held_past_blocks(edges, item);
   s.receivers_are_senders = current(senders) == current(receivers);
+  s.every_block_writes_silu = profile_.every_edge_block_writes_silu;
+  s.partials_after_next_block = profile_.edge_block_partials_after_next_block;
   // At batch > 1 XLA:TPU lays the grid nodes' features out batch-major and
   // copies them, in the gathers' dtype (bfloat16 under float32, J13), to
   // gather from them (J15); the mesh nodes' it gathers from directly.

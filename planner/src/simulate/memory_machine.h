@@ -143,6 +143,9 @@ class MemoryMachine {
   // Inside the recomputation and backward of a rollout step's checkpoint:
   // the body of XLA's scanned backward loop (J14).
   bool in_loop_body_ = false;
+  // In that loop body, the step checkpoint's own recomputation (not that of
+  // a checkpoint inside the step, J29).
+  bool recomputing_step_ = false;
   // Equal edge blocks are run in bulk (forward_blocks()); off: every block
   // runs op by op (a timeline wants a row per op).
   bool bulk_equal_blocks_ = true;
@@ -165,7 +168,9 @@ class MemoryMachine {
   bool hoisted(OpId id, Pass pass) const;
   static OpId first_op(const Item& item);
   void release_weight_gradient_operands();
-  bool silu_input_recomputed(const Op& op, TensorId input) const;
+  bool silu_input_recomputed(OpId reader, TensorId input, Pass pass) const;
+  bool read_by_edge_update(OpId op) const;
+  bool norm_copies_input(const Op& op) const;
   std::vector<int> hold_loop_body_step_inputs(const Item& step);
   void release_input(TensorId t);
   void release_holds(const Op& op);

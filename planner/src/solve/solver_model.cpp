@@ -17,13 +17,13 @@ enum Kind { kPlain, kRegionForward, kRecomputePlain, kRecomputeInInner, kInnerRe
 
 bool chain_model_covers_unstepped_plans(const CostGraph& graph) {
   const RunOptions& run = graph.run();
-  return !memory_profile(run.framework, run.dtype, graph.model().implementation)
+  return !memory_profile(run, graph.model().implementation)
               .stacks_linearization_residuals(run, /*step_checkpoint=*/false);
 }
 
 bool step_checkpoints_searched_exactly(const CostGraph& graph) {
   const RunOptions& run = graph.run();
-  return memory_profile(run.framework, run.dtype, graph.model().implementation).step_checkpoint_scanned;
+  return memory_profile(run, graph.model().implementation).step_checkpoint_scanned;
 }
 
 LoopBody loop_body_of(const CostGraph& graph, const Device& device) {

@@ -10,7 +10,7 @@ namespace actmem::detail {
 
 ReplayGraph::ReplayGraph(const CostGraph& g, bool in_loop_body)
     : graph(g),
-      profile(memory_profile(g.run().framework, g.run().dtype, g.model().implementation)),
+      profile(memory_profile(g.run(), g.model().implementation)),
       loop_body(in_loop_body),
       stage_count(static_cast<int>(g.stages().size())) {
   const auto ops = g.ops();
@@ -118,8 +118,11 @@ class Replay : MemoryMachine {
     StageRun result;
     const std::int64_t start = live();
     peak_ = start;
-    // A loop body's forward is the step's recomputation.
-    forward(items, ctx_.saving, 0, -1, rg_.loop_body ? Pass::recompute : Pass::forward);
+    // A loop body's original forward pass is the step's recomputation;
+    // any other context is a checkpoint's.
+    recomputing_step_ = rg_.loop_body && ctx_.original_forward;
+    forward(items, ctx_.saving, 0, -1, rg_.loop_body || !ctx_.original_forward ? Pass::recompute : Pass::forward);
+    recomputing_step_ = false;
     result.forward = {peak_ - start, live() - start};
     if (ctx_.saving) run_backward(items, ops, externals, read_later, held_outputs, result);
     return result;

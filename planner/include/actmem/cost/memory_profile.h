@@ -102,6 +102,24 @@ struct MemoryProfile {
   // recomputes it from h for the weight gradient everywhere under float32
   // (J13), where under bfloat16 only the loop body does.
   bool linears_recompute_silu_input = false;
+  // Forward pass: an MLP whose output an edge update reads (through its
+  // LayerNorm and residual add) does not keep its SiLU's output either;
+  // XLA recomputes it from h, as under float32 (J27).
+  bool edge_update_inputs_recompute_silu = false;
+  // With loop_body_recomputes_silu: only the step's own recomputation
+  // does; the checkpoints inside the step keep SiLU's output as outside
+  // the loop (J29).
+  bool loop_body_inner_checkpoints_keep_silu = false;
+  // Edge blocks (J17's instructions): every block's recomputation writes
+  // SiLU's output beside h, and the second weight gradient reads it (J28);
+  // false: only the block recomputed first.
+  bool every_edge_block_writes_silu = false;
+  // Edge blocks: a block's partial first-weight gradient is made after the
+  // next block's second-linear backward (J30).
+  bool edge_block_partials_after_next_block = false;
+  // A LayerNorm over the mesh edges, where their count is a multiple of 8,
+  // keeps a copy of its input in another layout besides the input (J31).
+  bool aligned_mesh_edge_norms_copy_input = false;
   // The grid input a step assembles before the network (the frames, the
   // forcings and the static channels concatenated in the activation dtype:
   // the concat ops that read model inputs) is made outside every
@@ -153,10 +171,10 @@ struct MemoryProfile {
   const OpMemoryRule& rule(OpKind kind) const { return rules[static_cast<int>(kind)]; }
 };
 
-// The profile of a framework for activations of the given dtype, with the
-// rules of the ops the implementation runs where they differ (PyTorch: how
-// it aggregates, docs/cost-model.md §2).
-MemoryProfile memory_profile(Framework framework, DType dtype, Implementation implementation);
+// The profile of a run's framework for its activations' dtype and batch,
+// with the rules of the ops the implementation runs where they differ
+// (PyTorch: how it aggregates, docs/cost-model.md §2).
+MemoryProfile memory_profile(const RunOptions& run, Implementation implementation);
 
 // Whether `reader`'s read of t keeps t for the backward pass: it saves t, or
 // it is fused into a consumer that saves its output.
