@@ -62,8 +62,9 @@ void jax_rules(MemoryProfile& p, DType dtype, std::int64_t batch) {
   p.slices_are_views = false;
   p.nested_recompute_keeps_outputs = false;
   p.parameter_cast_bytes = dtype == DType::float32 ? 0 : element_bytes(dtype);
-  // Over 95% of its HBM, XLA:TPU recomputes these in the backward pass (J7).
-  p.compiler_remat_limit_fraction = 0.95;
+  // Over its HBM, XLA:TPU recomputes these in the backward pass, and
+  // compiles a program that gets under all of it (J7).
+  p.compiler_remat_limit_fraction = 1.0;
   p.block_input_gradients_held = dtype == DType::bfloat16;
   p.blocks_backward_list_scheduled = true;  // float32 too: J13's trace has J17's shape
   // A scanned rollout's loop body (J14).

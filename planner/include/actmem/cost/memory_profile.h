@@ -78,8 +78,9 @@ struct MemoryProfile {
   std::int64_t parameter_cast_bytes = 0;
   // A program over this fraction of the memory the device has for programs
   // makes the compiler recompute what it can (compiler_recomputable ops);
-  // it compiles if that gets it under (XLA:TPU: 0.95, J7). 0: the
-  // framework does not rematerialise on its own.
+  // it compiles if that gets it under (XLA:TPU: 1.0; its rematerialisation
+  // pass aims at 95%, but the whole compile takes a program up to all of
+  // it, J7). 0: the framework does not rematerialise on its own.
   double compiler_remat_limit_fraction = 0;
   // Edge blocks: each block's gradient of its fused MLP input (the concat:
   // the gathered node features' and the edge latent's parts) stays live
