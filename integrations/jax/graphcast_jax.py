@@ -6,9 +6,9 @@ Contracts:
   * MLP(in->out): (Linear -> SiLU) x mlp_hidden_layers at width latent_size,
     Linear(->out), LayerNorm (statistics in float32, result in the input's
     dtype); the output MLP has no LayerNorm.
-  * Layout, node-major as DeepMind's code: node and edge tensors are [N, C]
-    for batch 1 and [N, B, C] for batch > 1 ([N, 1, C] at batch 1 with
-    Run.like_deepmind). Gathers take rows of axis 0 and
+  * Layout, node-major as DeepMind's code: node and edge tensors are
+    [N, B, C], the batch axis kept at batch 1 too ([N, 1, C]) as DeepMind's
+    xarray-backed arrays keep it. Gathers take rows of axis 0 and
     jax.ops.segment_sum sums rows of axis 0. Graph constants (features, int32
     index arrays) are shared by the batch; features are broadcast to it.
   * Edge update e' = MLP(concat[e, v_s[senders], v_r[receivers]]), optionally
@@ -20,17 +20,12 @@ Contracts:
   * Stages: encoder, mesh_edge_embed, processor.k, decoder; stage_reads /
     stage_writes name the latents (v_g, v_m, e_m, pred) each consumes and
     produces; run_stage runs one.
-  * Parameters are float32; the step casts them to the activation dtype
-    once (inside each rollout step with Run.like_deepmind) and every stage
-    reads the cast copies. The decoder's mesh-node MLP exists (DeepMind's
-    code builds it, actmem counts it) but no op reads it.
-  * Run.like_deepmind, an experiment actmem does not model (its JAX profile
-    is read off the program without it; docs/validation-jax.md, "The batch
-    axis at batch 1"): the two ways DeepMind's step still differs from
-    this one. Its arrays keep the batch axis at batch 1, and its
-    casting.Bfloat16Cast casts each parameter where a module reads it,
-    inside the step its Predictor scans, so a scanned rollout accumulates
-    the parameters' gradients in float32.
+  * Parameters are float32; each rollout step casts them to the activation
+    dtype (DeepMind's casting.Bfloat16Cast casts each parameter where a
+    module reads it, inside the step its Predictor scans, so a scanned
+    rollout accumulates the parameters' gradients in float32) and every
+    stage reads the cast copies. The decoder's mesh-node MLP exists
+    (DeepMind's code builds it, actmem counts it) but no op reads it.
   * Training step (make_train_step): per rollout step the grid input is
     concat(frame0, frame1, forcings_t, static) cast to the activation dtype,
     the network's output is cast back to float32 and, as DeepMind's
@@ -178,17 +173,15 @@ def _lat_lon(obj: dict, source: str, pointer: str) -> tuple[int, int] | None:
 @dataclass(frozen=True)
 class Run:
     """The run: activation dtype, samples per device, rollout steps,
-    optimizer, and like_deepmind (the module docstring)."""
+    optimizer."""
     dtype: str = "bfloat16"
     batch: int = 1
     rollout: int = 1
     optimizer: str = "adam"
-    like_deepmind: bool = False
 
     @staticmethod
     def from_json(obj, source: str, pointer: str = "") -> "Run":
-        """Reads dtype, batch, rollout, optimizer (other fields are ignored;
-        like_deepmind is the default's)."""
+        """Reads dtype, batch, rollout, optimizer (other fields are ignored)."""
         if not isinstance(obj, dict):
             raise InputError(source, pointer, "expected a run object")
         for key, choices in (("dtype", tuple(DTYPES)), ("optimizer", OPTIMIZERS)):
@@ -204,8 +197,8 @@ class Run:
 
     @property
     def lead(self) -> tuple[int, ...]:
-        """Axes after the node/edge axis: () for batch 1 unless like_deepmind, else (B,)."""
-        return (self.batch,) if self.batch > 1 or self.like_deepmind else ()
+        """Axes after the node/edge axis: (B,), batch 1 included."""
+        return (self.batch,)
 
 
 # ---------------------------------------------------------------- stages
@@ -477,7 +470,6 @@ def make_loss(d: Description, run: Run, network: Network, step_checkpoint: bool 
         return jax.tree.map(lambda p: p.astype(dtype), params)
 
     def loss(params, data: Data, consts: Constants):
-        cast_once = None if run.like_deepmind else cast(params)  # like DeepMind: in each step instead
         shared = _shared_inputs(consts, run)
         static = _batched(consts.static, lead)
 
@@ -486,8 +478,7 @@ def make_loss(d: Description, run: Run, network: Network, step_checkpoint: bool 
             if targets_on_host:
                 target = jax.device_put(target, jax.memory.Space.Device)
             grid = jnp.concatenate([frames.reshape(*frames.shape[:-2], -1), forcings, static], axis=-1)
-            weights = cast(params) if run.like_deepmind else cast_once
-            pred = network(weights, shared._replace(grid=grid.astype(dtype))).astype(jnp.float32)
+            pred = network(cast(params), shared._replace(grid=grid.astype(dtype))).astype(jnp.float32)
             pred = pred.at[..., :kept].add(frames[..., 1, :kept])  # a residual on the last input frame
             term = squared_error(pred, target)
             next_frame = jnp.concatenate([pred[..., :kept], forcings], axis=-1)

@@ -109,10 +109,6 @@ def parse_args(argv):
     p.add_argument("--targets-on-host", action="store_true",
                    help="the rollout's targets in host memory (memory kind pinned_host), each step moving its "
                    "own to the device: an experiment actmem does not model (docs/validation-jax.md, rollout 12)")
-    p.add_argument("--like-deepmind", action="store_true",
-                   help="the batch axis kept at batch 1 and the parameters cast inside each rollout step, as "
-                   "DeepMind's step has them: an experiment actmem does not model (docs/validation-jax.md, "
-                   "\"The batch axis at batch 1\")")
     p.add_argument("--target", default="tpu-v4", help="comma-separated: tpu-v4, cpu (default: tpu-v4)")
     p.add_argument("--json", action="store_true", help="one JSON object per target on stdout")
     p.add_argument("--no-actmem", action="store_true", help="skip actmem's prediction")
@@ -160,7 +156,7 @@ def make_case(args) -> Case:
         description = Description.from_json(model_obj, args.plan, "/model")
     base = Run.from_json(plan_obj["run"], args.plan, "/run") if "run" in plan_obj else Run()
     run = Run(args.dtype or base.dtype, args.batch or base.batch, args.rollout or base.rollout,
-              args.optimizer or base.optimizer, args.like_deepmind)
+              args.optimizer or base.optimizer)
     case = Case(name, arg, model_obj, description, run, args.plan or args.plan_spec or "none", None)
     if not args.plan:  # actmem makes the plan, and predicts it in the same run
         case.predicted = actmem_simulate(case, case.plan_name)
@@ -168,9 +164,8 @@ def make_case(args) -> Case:
     plan = parse_plan(plan_obj, description, args.plan or source)
     case.plan = Plan(plan.stages, plan.regions, plan.edge_blocks, plan.step_checkpoint or args.step_checkpoint)
     case.targets_on_host = args.targets_on_host
-    if case.targets_on_host or run.like_deepmind:
-        # actmem holds every input on the device, and reads its JAX profile
-        # off the reference as it is: no prediction to set beside XLA's
+    if case.targets_on_host:
+        # actmem holds every input on the device: no prediction to set beside XLA's
         case.predicted = None
     # actmem predicts the plan compiled (a step checkpoint given on the command line included).
     elif (args.plan or case.plan.step_checkpoint) and not args.no_actmem and os.access(ACTMEM, os.X_OK):
@@ -375,7 +370,7 @@ def judge(case: Case, target: str) -> dict:
     result = {"target": target, "device": device.device_kind, "model": case.model_name, "plan": case.plan_name,
               "dtype": case.run.dtype, "batch": case.run.batch, "rollout": case.run.rollout,
               "optimizer": case.run.optimizer, "step_checkpoint": case.plan.step_checkpoint,
-              "targets_on_host": case.targets_on_host, "like_deepmind": case.run.like_deepmind}
+              "targets_on_host": case.targets_on_host}
     try:
         stats = lowered.compile().memory_analysis()
         oom = None
@@ -425,7 +420,7 @@ def gib(n) -> str:
 
 def readable(r: dict) -> str:
     head = (f"{r['target']}: {r['model']} plan {r['plan']}{' +step-checkpoint' if r['step_checkpoint'] else ''}, "
-            f"{r['dtype']} batch {r['batch']}{' (like DeepMind)' if r.get('like_deepmind') else ''} "
+            f"{r['dtype']} batch {r['batch']} "
             f"rollout {r['rollout']} {r['optimizer']}: ")
     if r["fits"] is False:
         verdict = f"DOES NOT FIT: needs {gib(r['required_bytes'])} GiB of {gib(r['available_bytes'])} GiB HBM"

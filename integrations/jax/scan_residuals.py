@@ -93,16 +93,18 @@ def stacked_outputs(scan) -> dict:
 
 def hoisted_residuals(scan, made_by: dict) -> dict:
     """A backward scan's loop constants that the step computes: the residuals
-    JAX hoisted out of the loop. Not the step's arguments, nor a cast or a
-    broadcast of one (the parameters' copies in the activation dtype, which
-    the forward scan reads too, and the LayerNorm scales' broadcasts)."""
-    def computed(var) -> bool:
+    JAX hoisted out of the loop. Not the step's arguments, nor casts and
+    broadcasts of them (the parameters' copies in the activation dtype,
+    which the forward scan reads too, the LayerNorm scales' broadcasts, and
+    the graph's constant features broadcast to the batch and cast)."""
+    def copy_of_argument(var) -> bool:
         equation = made_by.get(id(var))
-        if equation is None:
-            return False
-        copy_of_argument = (equation.primitive.name in ("convert_element_type", "broadcast_in_dim")
-                            and all(id(v) not in made_by for v in equation.invars if hasattr(v, "aval")))
-        return not copy_of_argument
+        return equation is None or (
+            equation.primitive.name in ("convert_element_type", "broadcast_in_dim")
+            and all(copy_of_argument(v) for v in equation.invars if hasattr(v, "aval")))
+
+    def computed(var) -> bool:
+        return id(var) in made_by and not copy_of_argument(var)
     return summary([var.aval for var in scan.invars[:scan.params["num_consts"]] if computed(var)], leading_axis=False)
 
 
