@@ -232,26 +232,11 @@ std::vector<std::int64_t> key_of(const EdgeBlockSizes& s) {
     b = end;
   }
   key.push_back(-1);
-  key.insert(key.end(), {s.output_gradient,
-                         s.senders,
-                         s.receivers,
-                         s.edges,
-                         s.senders_held,
-                         s.receivers_held,
-                         s.edges_held,
-                         s.receivers_are_senders,
-                         s.senders_copy,
-                         s.receivers_copy,
-                         s.sender_gradient,
-                         s.receiver_gradient,
-                         s.edge_gradient,
-                         s.sender_gradient_exists,
-                         s.receiver_gradient_exists,
-                         s.edge_gradient_exists,
-                         s.first_weight_partial,
-                         s.second_weight_partial,
-                         s.every_block_writes_silu,
-                         s.partials_after_next_block});
+  key.insert(key.end(), {s.output_gradient, s.senders, s.receivers, s.edges, s.senders_held, s.receivers_held,
+                         s.edges_held, s.receivers_are_senders, s.senders_copy, s.receivers_copy, s.sender_gradient,
+                         s.receiver_gradient, s.edge_gradient, s.sender_gradient_exists, s.receiver_gradient_exists,
+                         s.edge_gradient_exists, s.first_weight_partial, s.second_weight_partial});
+  key.insert(key.end(), {s.every_block_writes_silu, s.partials_after_next_block});
   for (EdgeBlockValue v : s.compiler_recomputable) key.push_back(static_cast<std::int64_t>(v));
   return key;
 }

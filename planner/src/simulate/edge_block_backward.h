@@ -12,13 +12,16 @@
 //   over it and the block's inputs, which everything the block recomputes
 //   reads through;
 // - the two gathers and the edge latent's slice; the first linear's output h
-//   (the block the backward reaches last also writes SiLU(h), J2); the
-//   second linear's output with the norm's float32 statistics;
+//   (the block the backward reaches last also writes SiLU(h), J2; in
+//   DeepMind's program under bfloat16 every block does, J28); the second
+//   linear's output with the norm's float32 statistics;
 // - the norm's input gradient, which frees the output gradient's slice, then
 //   h's gradient;
 // - the first weight's gradient: a partial product per block, all read by
 //   the Adam update, which computes the last-reached block's product itself
 //   (so that block's gathers and slice live until every partial is made);
+//   at batch 1 a block's partial waits for the next block's second-linear
+//   backward (J30);
 // - the second weight's gradient: a chain of products from the last-reached
 //   block on, the Adam update computing the first-reached block's;
 // - the input gradient, whole (rows × the concatenation's width), split in
@@ -80,8 +83,8 @@ struct EdgeBlockSizes {
   // receivers' fields are not read).
   bool receivers_are_senders = false;
   // Every block's recomputation writes SiLU's output beside h, and the
-  // second weight gradient reads it (J28); false: only the block
-  // recomputed first writes it.
+  // second weight gradient reads it (J28); false: only the block the
+  // backward reaches last writes it.
   bool every_block_writes_silu = false;
   // A block's first-weight partial waits for the next block's second-linear
   // backward (J30).

@@ -113,7 +113,7 @@ struct MemoryProfile {
   bool loop_body_inner_checkpoints_keep_silu = false;
   // Edge blocks (J17's instructions): every block's recomputation writes
   // SiLU's output beside h, and the second weight gradient reads it (J28);
-  // false: only the block recomputed first.
+  // false: only the block the backward reaches last.
   bool every_edge_block_writes_silu = false;
   // Edge blocks: a block's partial first-weight gradient is made after the
   // next block's second-linear backward (J30).
