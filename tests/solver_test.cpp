@@ -523,11 +523,11 @@ TEST_SUITE("solver") {
     const Solution least = minimum_memory(g, device);
     const Report& r = least.report;
     REQUIRE(r.compiler_floor_bytes < r.peak_bytes);
-    // A budget whose compiler limit (95% of what programs get) lies between
-    // the least plan's floor and its peak: that plan, which fits.
-    const std::int64_t reserve = r.breakdown.reserved;
-    const auto budget =
-        reserve + static_cast<std::int64_t>(static_cast<double>(r.compiler_floor_bytes - reserve) / 0.95) + 1;
+    // A budget a byte over the least plan's floor, under its peak: that
+    // plan, which fits (XLA:TPU compiles a program its rematerialisation
+    // gets within all the memory programs have, not the 95% its pass aims
+    // at: docs/cost-model.md J7).
+    const std::int64_t budget = r.compiler_floor_bytes + 1;
     REQUIRE(budget < r.peak_bytes);
     const Solution s = solve(g, device, budget);
     CHECK(s.feasible);
