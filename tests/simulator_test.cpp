@@ -602,6 +602,23 @@ TEST_SUITE("simulator") {
     CHECK(copies_at_peak(3000, 1) == 2);  // the input LayerNorm keeps, and its copy
     CHECK(copies_at_peak(3004, 1) == 1);
     CHECK(copies_at_peak(3000, 2) == 1);
+    // A rollout without step checkpoints: the backward loop's recomputation
+    // of a checkpoint makes them too (`mid` `deepmind:4` rollout 2:
+    // copy.108 ... copy.110 in the loop body; the peak here is in that
+    // recomputation's backward); the forward loop stacks what JAX's
+    // linearisation names instead (J11).
+    auto copies_in_the_loop = [](std::int64_t mesh_edges) {
+      nlohmann::json json = testing::tiny_model_json(2);
+      json["mesh_edges"] = mesh_edges;
+      const CostGraph g = CostGraph::build(model_from_json(json, "tiny.json"), jax(DType::bfloat16, 2));
+      Plan whole = empty_plan(g.stages());  // one checkpoint around each step's network
+      whole.checkpoints.push_back({0, static_cast<int>(g.stages().size()) - 1, {}});
+      const Report r = with_peak_buffers(g, whole);
+      return std::count_if(r.live_at_peak.begin(), r.live_at_peak.end(),
+                           [](const PeakBuffer& b) { return b.tensor.ends_with("processor.0.edge_mlp.linear1"); });
+    };
+    CHECK(copies_in_the_loop(3000) == 2);
+    CHECK(copies_in_the_loop(3004) == 1);
   }
 
   TEST_CASE(

@@ -164,14 +164,13 @@ KNOWN_GAPS = {
                                                    "convolution_add_fusion and fusion.3554) that actmem frees with the "
                                                    "decoder's backward; 17.1% over the program without the batch axis "
                                                    "(27.61 GiB, actmem -0.4%); not attributed",
-    "mid none r1 float32 b1": "+5.3%, over: the float32 program with the batch axis kept is 5.1% over the one "
-                              "without it (actmem +0.6% there); J31's copies are modelled (-4.3% without them); "
-                              "not located",
+    "mid none r1 float32 b1": "+5.3%, over: XLA makes J31's three layout copies (copy.8 to copy.10, "
+                              "f32[80000,512]) but holds two at its peak, a weight update in the backward pass "
+                              "(#563), where actmem holds all three (-4.3% without them); which one XLA frees "
+                              "first is not read",
     # rollouts without step checkpoints (J11)
     "graphcast deepmind r4 bfloat16 b1": "-6.2%, under: XLA's rollout without step checkpoints, batch axis kept, "
                                          "is 2.0% over the program without it (actmem -0.2% there); not located",
-    "mid deepmind:4 r2 bfloat16 b1": "-7.2%, under: the batch axis kept adds 7.8% to XLA's rollout without step "
-                                     "checkpoints (2.307 against 2.141 GiB; actmem -0.0% there); not located",
     "mid none r2 bfloat16 b2": "-6.8%, under: the parameters cast inside each rollout step (DeepMind's casts) add "
                                "3.1% to XLA's figure at batch 2 (actmem -4.0% against the program that cast them "
                                "once); the loop's casts are not modelled",
@@ -182,14 +181,6 @@ KNOWN_GAPS = {
                                               "DFS 28.16, post-order 28.55 GiB), the one stored case where the list "
                                               "scheduler (J16) lost; holding region linears' output gradients to the "
                                               "step's end gives -6.0% here but +24% to +40% on DeepMind's plans (J11)",
-    "mid deepmind:4 r2 float32 b1": "-6.7%, under (-1.9% before J21 made the first linears' output gradients "
-                                    "bfloat16, as XLA's loop body writes them): the body peaks in the processor "
-                                    "region's backward, holding its concatenation's float32 input gradient "
-                                    "[80000, 1536] and all three parts split off it (0.92 GiB), where actmem's "
-                                    "peak is in the decoder's blocked backward (J11); the three slices tie in XLA's "
-                                    "list scheduler, and the order it made them ready, not the graph, puts the edge "
-                                    "part first here and a scattered node part first in `mid full` "
-                                    "(docs/cost-model.md, Known gaps)",
 }
 
 

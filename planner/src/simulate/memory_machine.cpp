@@ -628,11 +628,11 @@ bool MemoryMachine::silu_input_recomputed(OpId reader, TensorId input, Pass pass
 }
 
 // A LayerNorm over the mesh edges, their count a multiple of 8, keeps a
-// copy of its input in another layout (J31); not in the forward loop that
-// stacks residuals, which keeps what its linearization names (J11).
+// copy of its input in another layout (J31). (The forward loop that stacks
+// residuals keeps what its linearization names instead, J11: forward_op
+// does not ask there.)
 bool MemoryMachine::norm_copies_input(const Op& op) const {
-  if (!profile_.aligned_mesh_edge_norms_copy_input || op.kind != OpKind::layer_norm || stacking_residuals_)
-    return false;
+  if (!profile_.aligned_mesh_edge_norms_copy_input || op.kind != OpKind::layer_norm) return false;
   const std::int64_t rows = tensor(op.inputs[0]).rows;
   return rows == g_.model().mesh_edges && rows % 8 == 0 && current_[static_cast<std::size_t>(op.inputs[0])] >= 0;
 }
