@@ -591,17 +591,24 @@ TEST_SUITE("simulator") {
     // layout where the mesh edges are a multiple of 8 (`mid`'s 80,000:
     // copy.13, copy.19, copy.20, 78.12 MiB each at deepmind:2's peak; with
     // 80,004 or 81,900 edges no copy; docs/cost-model.md J31).
-    auto copies_at_peak = [](std::int64_t mesh_edges, std::int64_t batch) {
+    auto copies_at_peak = [](std::int64_t mesh_edges, std::int64_t batch, const std::string& input) {
       nlohmann::json json = testing::tiny_model_json(2);
       json["mesh_edges"] = mesh_edges;
       const CostGraph g = CostGraph::build(model_from_json(json, "tiny.json"), jax(DType::bfloat16, 1, batch));
       const Report r = with_peak_buffers(g, empty_plan(g.stages()));
       return std::count_if(r.live_at_peak.begin(), r.live_at_peak.end(),
-                           [](const PeakBuffer& b) { return b.tensor == "processor.0.edge_mlp.linear1"; });
+                           [&](const PeakBuffer& b) { return b.tensor == input; });
     };
-    CHECK(copies_at_peak(3000, 1) == 2);  // the input LayerNorm keeps, and its copy
-    CHECK(copies_at_peak(3004, 1) == 1);
-    CHECK(copies_at_peak(3000, 2) == 1);
+    const std::string first = "processor.0.edge_mlp.linear1", last = "processor.1.edge_mlp.linear1";
+    CHECK(copies_at_peak(3000, 1, first) == 2);  // the input LayerNorm keeps, and its copy
+    CHECK(copies_at_peak(3004, 1, first) == 1);
+    CHECK(copies_at_peak(3000, 2, first) == 1);
+    // In the forward pass the last processor step's LayerNorm, whose output
+    // no edge update reads (its residual is dead, J22), keeps no copy: `mid`
+    // `none` float32 makes copy.10 and frees it at its one reader
+    // (`XLA_FLAGS=--xla_dump_to=DIR judge.py --model
+    // integrations/jax/models/mid.json --plan P --dtype float32`, P `{}`).
+    CHECK(copies_at_peak(3000, 1, last) == 1);
     // A rollout without step checkpoints: the backward loop's recomputation
     // of a checkpoint makes them too (`mid` `deepmind:4` rollout 2:
     // copy.108 ... copy.110 in the loop body; the peak here is in that

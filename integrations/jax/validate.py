@@ -164,10 +164,6 @@ KNOWN_GAPS = {
                                                    "convolution_add_fusion and fusion.3554) that actmem frees with the "
                                                    "decoder's backward; 17.1% over the program without the batch axis "
                                                    "(27.61 GiB, actmem -0.4%); not attributed",
-    "mid none r1 float32 b1": "+5.3%, over: XLA makes J31's three layout copies (copy.8 to copy.10, "
-                              "f32[80000,512]) but holds two at its peak, a weight update in the backward pass "
-                              "(#563), where actmem holds all three (-4.3% without them); which one XLA frees "
-                              "first is not read",
     # rollouts without step checkpoints (J11)
     "graphcast deepmind r4 bfloat16 b1": "-6.2%, under: XLA's rollout without step checkpoints, batch axis kept, "
                                          "is 2.0% over the program without it (actmem -0.2% there); not located",

@@ -279,7 +279,7 @@ void MemoryMachine::forward_op(OpId id, bool saving, std::int64_t block_rows, in
       for (std::size_t i = 0; i < op.inputs.size(); ++i)
         if ((rule.saved_inputs & (1u << i)) && !silu_input_recomputed(id, op.inputs[i], pass))
           save(op.inputs[i], saved);
-      if (norm_copies_input(op))
+      if (norm_copies_input(id, pass))
         saved.push_back(allocate(buffer(current(op.inputs[0])).bytes, kActivations, 1, op.inputs[0]));
       for (std::size_t i = 0; i < op.outputs.size(); ++i)
         if (rule.saved_outputs & (1u << i)) save(op.outputs[i], saved);
@@ -628,13 +628,17 @@ bool MemoryMachine::silu_input_recomputed(OpId reader, TensorId input, Pass pass
 }
 
 // A LayerNorm over the mesh edges, their count a multiple of 8, keeps a
-// copy of its input in another layout (J31). (The forward loop that stacks
-// residuals keeps what its linearization names instead, J11: forward_op
-// does not ask there.)
-bool MemoryMachine::norm_copies_input(const Op& op) const {
+// copy of its input in another layout (J31); in the forward pass only where
+// another edge update reads its output (not the last processor step's,
+// whose residual is dead, J22). (The forward loop that stacks residuals
+// keeps what its linearization names instead, J11: forward_op does not ask
+// there.)
+bool MemoryMachine::norm_copies_input(OpId id, Pass pass) const {
+  const Op& op = g_.op(id);
   if (!profile_.aligned_mesh_edge_norms_copy_input || op.kind != OpKind::layer_norm) return false;
   const std::int64_t rows = tensor(op.inputs[0]).rows;
-  return rows == g_.model().mesh_edges && rows % 8 == 0 && current_[static_cast<std::size_t>(op.inputs[0])] >= 0;
+  return rows == g_.model().mesh_edges && rows % 8 == 0 && current_[static_cast<std::size_t>(op.inputs[0])] >= 0 &&
+         (pass != Pass::forward || read_by_edge_update(id));
 }
 
 // Whether another edge update reads what `op` makes, through the
