@@ -638,6 +638,32 @@ def test_a_corrupt_results_file_is_a_one_line_error_naming_it(tmp_path):
         assert done.stderr == f"actmem-jax: error: {bad}: line 2: not JSON (Expecting value)\n", script
 
 
+def test_an_actmem_case_stored_with_a_plan_actmem_no_longer_prints_fails_as_stale(tmp_path, capsys):
+    """A solver change that alters `actmem fit`'s plan must not leave the
+    table describing a plan actmem no longer gives: --stored fails naming
+    the command that measures the case again. An "earlier-actmem" case's
+    plan is its file, to the key."""
+    import validate
+    stored = {r["case"]["name"]: r for r in validate.read_results(os.path.join(HERE, "results", "validation.jsonl"))}
+    name = "graphcast-small actmem r12 bfloat16 b1"
+    results = tmp_path / "validation.jsonl"
+    validate.write_results(str(results), [stored[name]])
+    assert validate.main(["--stored", "--results", str(results), "--only", name]) == 0
+    assert "stale" not in capsys.readouterr().out
+    other = json.loads(json.dumps(stored[name]))
+    other["plan"]["edge_blocks"] = {**other["plan"]["edge_blocks"], "decoder": 64}
+    validate.write_results(str(results), [other])
+    assert validate.main(["--stored", "--results", str(results), "--only", name]) == 1
+    assert f"stale: `actmem fit` now prints another plan for it; measure it again: validate.py --rerun --only " \
+           f"'{name}'" in capsys.readouterr().out
+    earlier = [c for c in validate.cases() if c.plan == "earlier-actmem"]
+    assert earlier and sorted(os.listdir(validate.EARLIER_PLANS)) == sorted(
+        os.path.basename(validate.earlier_plan_file(c)) for c in earlier)
+    for case in earlier:
+        with open(validate.earlier_plan_file(case)) as f:
+            assert stored[case.name]["plan"] == json.load(f), case.name
+
+
 def test_remeasure_measures_xla_s_figures_again_with_each_case_s_stored_plan(tmp_path, monkeypatch):
     """After a change to the reference program, --remeasure measures every
     chosen case again under the plan it stored (actmem's own plans may have

@@ -48,7 +48,10 @@ GIB = 2**30
 class Case:
     """One validation case. `plan`: a plan actmem builds in (none, full,
     every:K, deepmind, deepmind:B), "actmem" (actmem's own plan for the
-    device, from `actmem plan`) or "nested" (nested_plan())."""
+    device, from `actmem fit`: a stored one must be what `actmem fit` prints
+    now, stale_actmem_plan()), "nested" (nested_plan()) or "earlier-actmem"
+    (the plan `actmem fit` printed for the case before the solver changed,
+    kept as a fixed plan: earlier_plan_file())."""
     name: str
     model: str
     plan: str
@@ -136,6 +139,14 @@ def cases() -> list[Case]:
         # and at GraphCast 0.25 deg's size: actmem's rollout-4 plan, DeepMind's recipe at rollout 8
         ("graphcast", "actmem", 4, False, "bfloat16", 1), ("graphcast", "deepmind", 8, True, "bfloat16", 1),
     )
+    # actmem's own plans as `actmem fit` printed them when these cases were
+    # first measured, kept as fixed plans when the solver came to print others
+    # (2026-12-05; stale_actmem_plan())
+    spec += tuple((m, "earlier-actmem", r, False, d, b) for m, r, d, b in (
+        ("graphcast", 1, "bfloat16", 1), ("graphcast", 12, "bfloat16", 1), ("graphcast", 4, "bfloat16", 1),
+        ("graphcast-small", 4, "bfloat16", 4), ("graphcast-small", 2, "float32", 2),
+        ("graphcast-operational", 1, "bfloat16", 1), ("graphcast-operational", 2, "bfloat16", 1),
+        ("graphcast-operational", 4, "bfloat16", 1)))
     out = [Case(f"{m} {p} r{r}{' step' if sc else ''} {d} b{b}", m, p, d, b, r, sc) for m, p, r, sc, d, b in spec]
     for plan, rollout, step_ckpt, dtype, batch in (("none", 1, False, "bfloat16", 1),
                                                    ("nested", 2, True, "bfloat16", 1),
@@ -154,17 +165,20 @@ def cases() -> list[Case]:
 # Cases whose miss is understood and not yet modelled (docs/validation-jax.md):
 # they are reported, and do not fail the run.
 KNOWN_GAPS = {
-    # rollout 1: plans of many regions and blocks, at batch 1 (J27-J31 read off DeepMind's layout)
-    "graphcast actmem r1 bfloat16 b1": "+10.5%, over: XLA's program with the batch axis kept is 14.5% under the "
-                                       "reference's without it here (27.24 against 31.85 GiB as written; actmem was "
-                                       "-0.6% against that), the most edge blocks of any case (encoder x256, "
-                                       "processor x32, decoder x16); not located",
-    "graphcast-operational actmem r1 bfloat16 b1": "-10.4%, under: XLA peaks in the processor region's backward, "
-                                                   "holding the decoder's edge embedding's h (convolution_add_fusion) "
-                                                   "and the gradient into its SiLU (fusion.3554), 2.97 GiB each, which "
-                                                   "actmem frees with the decoder's backward: XLA defers that "
-                                                   "embedder's backward here, but holding every input embedding's to "
-                                                   "the end gives +11% on mid every:2 and +32% on GraphCast's plan",
+    # rollout 1: the decoder outside every checkpoint (docs/cost-model.md, known gaps: XLA's list scheduler
+    # defers the decoder's edge-embedding backward)
+    "graphcast-operational actmem r1 bfloat16 b1": "-14.1%, under: XLA defers the backward of the decoder's edge "
+                                                   "embedding (m2g_embed: its input is a constant, its backward "
+                                                   "makes only weight gradients) from the decoder's backward (#2627) "
+                                                   "to the encoder's recomputation (#6839), holding its h and the "
+                                                   "gradient into its second linear, 2.97 GiB each, through the "
+                                                   "processor regions' recomputations where XLA peaks; not modelled",
+    "graphcast-operational earlier-actmem r1 bfloat16 b1": "-10.4%, under: the same deferral as its actmem plan's "
+                                                           "(#2052 to #4445)",
+    "graphcast earlier-actmem r1 bfloat16 b1": "+10.5%, over: the most edge blocks of any case (encoder x256, "
+                                               "processor x32, decoder x16); XLA's program with the batch axis kept "
+                                               "is 14.5% under the reference's without it here (27.24 against 31.85 "
+                                               "GiB as written; actmem was -0.6% against that); not located",
     # rollouts without step checkpoints (J11)
     "graphcast deepmind r4 bfloat16 b1": "-6.2%, under: XLA's rollout without step checkpoints, batch axis kept, "
                                          "is 2.0% over the program without it (actmem -0.2% there); not located",
@@ -200,6 +214,14 @@ def nested_plan(processor_steps: int, blocks: int = 4) -> dict:
             "edge_blocks": {"encoder": blocks, "decoder": blocks, "processor.0": 2}}
 
 
+EARLIER_PLANS = os.path.join(HERE, "plans", "earlier-actmem")
+
+
+def earlier_plan_file(case: Case) -> str:
+    """An "earlier-actmem" case's plan: plans/earlier-actmem/MODEL-rR-DTYPE-bB.json."""
+    return os.path.join(EARLIER_PLANS, f"{case.model}-r{case.rollout}-{case.dtype}-b{case.batch}.json")
+
+
 def actmem_plan(case: Case, tmp: str) -> str:
     """actmem's own plan for the case on a TPU v4: the fastest that fits, or
     when none does, the least-memory one (`actmem fit --json`)."""
@@ -220,6 +242,8 @@ def judge_arguments(case: Case, tmp: str) -> list[str]:
         args.append("--step-checkpoint")
     if case.plan == "actmem":
         return args + ["--plan", actmem_plan(case, tmp), "--model", case.model_arg]
+    if case.plan == "earlier-actmem":
+        return args + ["--plan", earlier_plan_file(case), "--model", case.model_arg]
     if case.plan == "nested":
         model = judge.load_model(case.model_arg)[0]
         path = os.path.join(tmp, "nested.json")
@@ -233,8 +257,26 @@ def compiled_plan(case: Case, tmp: str) -> dict:
     """The plan the case compiles, as judge.py makes it from the case's
     arguments (files it needs are written into `tmp`)."""
     argv = judge_arguments(case, tmp)
-    jcase = judge.make_case(judge.parse_args(argv + ["--no-actmem"] if case.plan in ("actmem", "nested") else argv))
+    files = ("actmem", "nested", "earlier-actmem")  # --plan FILE: judge.py's prediction would need the model's name
+    jcase = judge.make_case(judge.parse_args(argv + ["--no-actmem"] if case.plan in files else argv))
     return jcase.plan.to_json()
+
+
+def stale_actmem_plan(r: dict) -> str | None:
+    """For a measured "actmem" case: None if the plan stored with its figures
+    is the one `actmem fit` prints now, else what to run. A solver change that
+    alters actmem's plan leaves the stored figures describing a plan actmem
+    no longer gives: measure the case again (and keep the old plan as an
+    "earlier-actmem" case if its figures are worth keeping)."""
+    case = Case(**r["case"])
+    if case.plan != "actmem":
+        return None
+    with tempfile.TemporaryDirectory(prefix="actmem-validate-") as tmp:
+        if compiled_plan(case, tmp) == r["plan"]:
+            return None
+    whole = " --compile" if "xla" in r else ""
+    return (f"stale: `actmem fit` now prints another plan for it; measure it again: "
+            f"validate.py --rerun{whole} --only '{case.name}'")
 
 
 def stored_plan_arguments(case: Case, plan: dict, tmp: str) -> list[str]:
@@ -432,7 +474,9 @@ def main(argv=None) -> int:
         predictions.append(p)
         gap = KNOWN_GAPS.get(r["case"]["name"])
         as_listed, note = known_gap_check(gap, passes(r, p, tolerance))
-        ok &= as_listed
+        stale = stale_actmem_plan(r)
+        ok &= as_listed and stale is None
+        note += f" ({stale})" if stale else ""
         print(f"{r['case']['name']}: actmem {p['bytes'] / GIB:.3f} GiB, XLA {xla_bytes(r) / GIB:.3f} GiB "
               f"({100 * error(r, p):+.1f}%), verdicts {p['fits']}/{xla_fits(r)[0]}{note}", flush=True)
     print(summary(measured, predictions, tolerance))
