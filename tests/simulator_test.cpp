@@ -628,6 +628,58 @@ TEST_SUITE("simulator") {
     CHECK(copies_in_the_loop(3004) == 1);
   }
 
+  TEST_CASE("simulator: under JAX the decoder's edge-embedding backward waits for a larger recomputation (J32)") {
+    // Outside every checkpoint, XLA's list scheduler runs the decoder's
+    // edge embedding's backward after its LayerNorm's only when an op of
+    // the chain would make more than the gradient into its hidden layer:
+    // a region's recomputation of a first linear whose fusion writes SiLU's
+    // output too (graphcast-operational's own plan: from #2627 to the
+    // encoder's recomputation at #6839; `mid` `every:2`: 117 instructions,
+    // to the processor's; docs/cost-model.md J32). In the tiny model a
+    // mesh edge MLP's gathers write 3000 rows each and its first linear
+    // 2 x 3000: more than the gradient of 4000 edges, not more than 6000's.
+    struct Rows {
+      std::size_t embedding, trigger, last_backward;
+    };
+    auto rows = [](std::int64_t mesh2grid_edges, bool decoder_checkpointed) {
+      nlohmann::json json = testing::tiny_model_json(2);
+      json["mesh2grid_edges"] = mesh2grid_edges;
+      const CostGraph g = CostGraph::build(model_from_json(json, "tiny.json"), jax(DType::bfloat16));
+      Plan plan = empty_plan(g.stages());
+      const int decoder = static_cast<int>(g.stages().size()) - 1;
+      plan.checkpoints.push_back({2, 3, {}});  // the processor's two steps
+      if (decoder_checkpointed) plan.checkpoints.push_back({decoder, decoder, {}});
+      const Report r = run_plan(g, plan, /*timeline=*/true);
+      Rows out{0, 0, 0};
+      for (std::size_t i = 0; i < r.timeline.size(); ++i) {
+        const StepLocation& at = r.timeline[i].at;
+        if (at.pass == Pass::backward && at.op == "decoder.edge_embed.linear1") out.embedding = i;
+        if (at.pass == Pass::recompute && at.op == "processor.0.edge_mlp.linear0" && out.trigger == 0) out.trigger = i;
+        if (at.pass == Pass::backward && at.op != "decoder.edge_embed.linear1" && at.op != "decoder.edge_embed.silu0" &&
+            at.op != "decoder.edge_embed.linear0")
+          out.last_backward = i;
+      }
+      REQUIRE(out.embedding > 0);
+      REQUIRE(out.trigger > 0);
+      return out;
+    };
+    // Set off by the processor's recomputation: just before the first
+    // linear that writes 6000 rows, after the gathers of that step.
+    const Rows small = rows(4000, false);
+    CHECK(small.embedding < small.trigger);
+    CHECK(small.embedding + 3 == small.trigger);  // its three ops: linear1, silu0, linear0
+    // Nothing makes more: it runs as the backward pass ends.
+    const Rows large = rows(6000, false);
+    CHECK(large.embedding > large.trigger);
+    CHECK(large.embedding > large.last_backward);
+    // Inside the decoder's checkpoint XLA runs it at once, before the
+    // processor's recomputation (graphcast-operational with the decoder
+    // checkpointed: 2 instructions).
+    const Rows inside = rows(4000, true);
+    CHECK(inside.embedding < inside.trigger);
+    CHECK(inside.embedding + 3 < inside.trigger);
+  }
+
   TEST_CASE(
       "simulator: under JAX SiLU's backward makes no buffer: the first linear's output gradient is SiLU's (J21)") {
     // From the output MLP's second linear's backward to SiLU's, the

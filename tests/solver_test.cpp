@@ -394,6 +394,44 @@ TEST_SUITE("solver") {
     }
   }
 
+  TEST_CASE("solver: exact where a region's recomputation runs the decoder's waiting edge-embedding backward (J32)") {
+    // With 4000 mesh-to-grid edges the first linear of a mesh edge MLP
+    // (3000 edges, its SiLU written beside it) makes more than the
+    // gradient into the decoder's edge embedding's hidden layer, so a
+    // region's recomputation runs that waiting backward (in the tiny model's
+    // 6000 nothing does, and it waits to the end: the cases above). Every
+    // plan composed exactly, and the search against every plan enumerated.
+    nlohmann::json json = testing::tiny_model_json(2);
+    json["mesh2grid_edges"] = 4000;
+    const Device device = load_device("a100-80gb");
+    std::mt19937 rng(11);
+    for (const RunCase& c : {kRuns[4], kRuns[5]}) {
+      const std::string run_name = c.name;
+      CAPTURE(run_name);
+      for (std::int64_t processor_steps : {3, 6}) {
+        json["processor_steps"] = processor_steps;
+        const CostGraph g = graph_for(model_from_json(json, "tiny.json"), c);
+        const int n = static_cast<int>(g.stages().size());
+        detail::ChainModel model(g, device);
+        Plan processor = empty_plan(g.stages());
+        processor.checkpoints.push_back({2, n - 2, {}});
+        CHECK(model.predict(processor).peak_bytes == simulate(g, device, device.memory_bytes, processor).peak_bytes);
+        REQUIRE(model.deferred().threshold > 0);
+        CHECK(model.recompute_plain(0, 2, 1, 2, n - 2, {}, /*pending=*/true).ran_deferred);
+        CHECK_FALSE(model.recompute_plain(0, 2, 1, 2, n - 2, {}).ran_deferred);
+        for (int i = 0; i < 60; ++i) {
+          const Plan plan = random_plan(rng, n, edges_per_stage(g.chain()));
+          CAPTURE(describe(plan, g.stages()));
+          CHECK(model.predict(plan).peak_bytes == simulate(g, device, device.memory_bytes, plan).peak_bytes);
+        }
+      }
+      json["processor_steps"] = 2;
+      check_exhaustive_flat(graph_for(model_from_json(json, "tiny.json"), c), device);
+      json["processor_steps"] = 1;
+      check_exhaustive_nested(graph_for(model_from_json(json, "tiny.json"), c), device);
+    }
+  }
+
   TEST_CASE("solver: a step-checkpointed plan's peak is bounded below by the line through rollouts 3 and 4") {
     // What the solver's RolloutLine relies on: from rollout 3 on (first,
     // middle and last steps all present) the peak is convex in the rollout,

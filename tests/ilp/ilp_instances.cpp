@@ -14,7 +14,11 @@
 // Equalities: one column per stage; adjacent stages agree on the state
 // between them and on the region (inner region) that continues across
 // (flow conservation: the columns form a path); every step runs the same
-// plan. Memory: for every event of the simulator's schedule (the forward of
+// plan. Under JAX the decoder's edge-embedding backward may wait (J32,
+// docs/cost-model.md): a state also says whether it waits and, inside a
+// region, whether the region's recomputation runs it and whether a stage
+// left of the boundary does (the leftmost one does: its column takes the
+// recomputation's effect with it run). Memory: for every event of the simulator's schedule (the forward of
 // each stage, the losses, each recomputation, inner recomputation and
 // backward, the end) the memory there is a linear sum over the columns,
 // each column's coefficient depending only on its own step, role and
@@ -76,6 +80,7 @@ struct Column {
   Role role;
   std::int64_t blocks = 1;
   int in_state = 0, out_state = 0;   // at boundaries stage + 1 and stage
+  int out_flags = 0;                 // the state at `stage`'s flags (kWaits ...)
   std::int64_t f = 0, f_peak = 0;    // original forward
   std::int64_t r = 0, r_peak = 0;    // the region's recomputation (kChild, kInner)
   std::int64_t ir = 0, ir_peak = 0;  // the inner region's recomputation (kInner)
@@ -222,6 +227,12 @@ SolverOptions options_of(bool nested) {
   return options;
 }
 
+// A state's flags besides the gradients in flight (J32): the decoder's
+// edge-embedding backward waits (inside a region: waited as the region's
+// recomputation started); inside a region, that recomputation runs it, and
+// a stage left of the boundary does.
+constexpr int kWaits = 1, kRegionRuns = 2, kRunsLeft = 4;
+
 // The program's columns and rows for one instance.
 struct Program {
   std::vector<Column> columns;
@@ -248,11 +259,12 @@ Program build_program(const CostGraph& g, const Device& device, bool nested) {
   // States (gradients in flight, the full map) per step and boundary, by
   // identity; boundary n of step k is after its loss's backward.
   const auto slot = [&](int k, int boundary) { return static_cast<std::size_t>(k * (n + 1) + boundary); };
-  std::vector<std::map<detail::GradState, int>> states(slot(steps, 0));
-  std::vector<std::vector<const detail::GradState*>> state_list(slot(steps, 0));
-  auto intern = [&](int k, int boundary, const detail::GradState& s) {
+  using State = std::pair<detail::GradState, int>;  // the gradients in flight, the flags
+  std::vector<std::map<State, int>> states(slot(steps, 0));
+  std::vector<std::vector<const State*>> state_list(slot(steps, 0));
+  auto intern = [&](int k, int boundary, const detail::GradState& s, int flags) {
     auto& m = states[slot(k, boundary)];
-    auto [it, fresh] = m.emplace(s, static_cast<int>(m.size()));
+    auto [it, fresh] = m.emplace(State{s, flags}, static_cast<int>(m.size()));
     if (fresh) state_list[slot(k, boundary)].push_back(&it->first);
     return it->second;
   };
@@ -272,14 +284,14 @@ Program build_program(const CostGraph& g, const Device& device, bool nested) {
   {
     detail::GradState after;
     detail::ChainModel::hand_over(last_loss, after);
-    intern(last, n, after);
+    intern(last, n, after, 0);
   }
   for (int k = last; k >= 0; --k) {
     const int cls = model.class_of(k);
     if (k < last) {
       const auto& incoming = state_list[slot(k + 1, 0)];
       for (std::size_t gi = 0; gi < incoming.size(); ++gi) {
-        const detail::GradState state = *incoming[gi];
+        const detail::GradState state = incoming[gi]->first;
         const detail::Effect& l = model.loss(cls, model.signature(cls, n, state));
         Column col;
         col.step = k;
@@ -290,7 +302,7 @@ Program build_program(const CostGraph& g, const Device& device, bool nested) {
         col.b_peak = l.backward_peak;
         detail::GradState out = state;
         detail::ChainModel::hand_over(l, out);
-        col.out_state = intern(k, n, out);
+        col.out_state = intern(k, n, out, incoming[gi]->second);
         p.columns.push_back(col);
       }
     }
@@ -301,52 +313,83 @@ Program build_program(const CostGraph& g, const Device& device, bool nested) {
           if (b > 1 && b <= edges[static_cast<std::size_t>(s)]) blocks.push_back(b);
       const std::vector<Role> roles = roles_of(s, n, nested);
       for (std::size_t gi = 0; gi < state_list[slot(k, s + 1)].size(); ++gi) {
-        const detail::GradState state = *state_list[slot(k, s + 1)][gi];
+        const detail::GradState state = state_list[slot(k, s + 1)][gi]->first;
+        const int flags = state_list[slot(k, s + 1)][gi]->second;
         const std::vector<std::int64_t> in = model.signature(cls, s, state);
+        const bool waits = flags & kWaits;
         for (const Role& role : roles)
           for (std::int64_t blk : blocks) {
+            // Inside a region (a boundary right of s that is not its end)
+            // the flags are the region's; a stage starting one needs none.
+            const bool enters = role.kind == kPlain || s == role.b;
+            if (enters && (flags & (kRegionRuns | kRunsLeft))) continue;
             Column col;
             col.step = k;
             col.stage = s;
             col.role = role;
             col.blocks = blk;
             col.in_state = static_cast<int>(gi);
-            const detail::Effect* backward = nullptr;
+            const int depth = role.kind == kPlain ? 0 : role.kind == kChild ? 1 : 2;
+            col.time_s = depth * model.stage_forward_s(s) + (blk > 1 ? model.edge_forward_s(s) : 0.0);
             if (role.kind == kPlain) {
               const detail::Effect& e = model.plain(cls, s, blk, in);
               col.f = e.forward_delta;
               col.f_peak = e.forward_peak;
-              backward = &e;
-            } else {
-              const detail::Effect& fw = model.region_forward(cls, s, blk, role.a);
-              col.f = fw.forward_delta;
-              col.f_peak = fw.forward_peak;
-              if (role.kind == kChild) {
-                const detail::Effect& rc = model.recompute_plain(cls, s, blk, role.a, role.b, in);
-                col.r = rc.forward_delta;
-                col.r_peak = rc.forward_peak;
-                backward = &rc;
-              } else {
-                const detail::Effect& rc = model.recompute_in_inner(cls, s, blk, role.a, role.b, role.c);
-                col.r = rc.forward_delta;
-                col.r_peak = rc.forward_peak;
-                const detail::Effect& inner = model.inner_recompute(cls, s, blk, role.c, role.d, in);
-                col.ir = inner.forward_delta;
-                col.ir_peak = inner.forward_peak;
-                col.released_inner = inner.released_at_end;
-                if (s == role.c) col.released_inner += model.kept_bytes(cls, role.c, role.d, role.a, role.c);
-                backward = &inner;
-              }
-              if (s == role.a) col.released_region = model.kept_bytes(cls, role.a, role.b, -1, role.a);
+              col.b = e.backward_delta;
+              col.b_peak = e.backward_peak;
+              detail::GradState out = state;
+              detail::ChainModel::hand_over(e, out);
+              col.out_flags = waits || e.defers ? kWaits : 0;
+              col.out_state = intern(k, s, out, col.out_flags);
+              p.columns.push_back(col);
+              continue;
             }
+            const detail::Effect& fw = model.region_forward(cls, s, blk, role.a);
+            col.f = fw.forward_delta;
+            col.f_peak = fw.forward_peak;
+            const detail::Effect& rc = role.kind == kChild
+                                           ? model.recompute_plain(cls, s, blk, role.a, role.b, in)
+                                           : model.recompute_in_inner(cls, s, blk, role.a, role.b, role.c);
+            const detail::Effect* pending = nullptr;  // the recomputation with the backward waiting
+            if (waits)
+              pending = role.kind == kChild ? &model.recompute_plain(cls, s, blk, role.a, role.b, in, true)
+                                            : &model.recompute_in_inner(cls, s, blk, role.a, role.b, role.c, true);
+            const bool runs = pending && pending->ran_deferred;
+            const detail::Effect* backward = &rc;
+            if (role.kind == kInner) {
+              const detail::Effect& inner = model.inner_recompute(cls, s, blk, role.c, role.d, in);
+              col.ir = inner.forward_delta;
+              col.ir_peak = inner.forward_peak;
+              col.released_inner = inner.released_at_end;
+              if (s == role.c) col.released_inner += model.kept_bytes(cls, role.c, role.d, role.a, role.c);
+              backward = &inner;
+            }
+            if (s == role.a) col.released_region = model.kept_bytes(cls, role.a, role.b, -1, role.a);
             col.b = backward->backward_delta;
             col.b_peak = backward->backward_peak;
             detail::GradState out = state;
             detail::ChainModel::hand_over(*backward, out);
-            col.out_state = intern(k, s, out);
-            const int depth = role.kind == kPlain ? 0 : role.kind == kChild ? 1 : 2;
-            col.time_s = depth * model.stage_forward_s(s) + (blk > 1 ? model.edge_forward_s(s) : 0.0);
-            p.columns.push_back(col);
+            // Whether the region runs it (chosen at its end), whether a
+            // stage right of s up to the region's end does not and one
+            // left of it... : the flags at s + 1 and the choices at s.
+            for (int region_runs : {0, 1}) {
+              if (enters ? (region_runs && !waits) : region_runs != ((flags & kRegionRuns) ? 1 : 0)) continue;
+              const bool runs_left_of_next = enters ? region_runs : (flags & kRunsLeft);
+              for (int runs_left : {0, 1}) {
+                // s runs it exactly when it can, one left of s + 1 does, and none left of s.
+                if (runs ? !runs_left_of_next : runs_left != static_cast<int>(runs_left_of_next)) continue;
+                if (s == role.a && runs_left) continue;
+                const bool here = runs && !runs_left;
+                Column x = col;
+                x.r = here ? pending->forward_delta : rc.forward_delta;
+                x.r_peak = here ? pending->forward_peak : rc.forward_peak;
+                x.out_flags =
+                    s == role.a ? (waits && !region_runs ? kWaits : 0)
+                                : (waits ? kWaits : 0) | (region_runs ? kRegionRuns : 0) | (runs_left ? kRunsLeft : 0);
+                x.out_state = intern(k, s, out, x.out_flags);
+                p.columns.push_back(x);
+              }
+            }
           }
       }
     }
@@ -375,6 +418,15 @@ Program build_program(const CostGraph& g, const Device& device, bool nested) {
         row(step + names[e] + std::to_string(u), after_forward + last_loss.backward_delta, {e, k, u});
   }
   row("end", after_forward + last_loss.backward_delta, {kEnd, 0, 0});
+  // J32: a backward pass that ends with the edge-embedding backward still
+  // waiting runs it then (the first stage's column of the first step says).
+  row("end, the edge embedding's backward", after_forward + last_loss.backward_delta, {kEnd, 0, 0});
+  for (std::size_t j = 0; j < m; ++j) {
+    const Column& c = p.columns[j];
+    if (c.step != 0 || c.stage != 0 || !(c.out_flags & kWaits)) continue;
+    p.memory[p.memory.size() - 2].coefficients[j] += model.deferred().delta;
+    p.memory[p.memory.size() - 1].coefficients[j] += model.deferred().peak;
+  }
   // One column per stage and step (and per earlier step's loss).
   for (int k = 0; k < steps; ++k)
     for (int s = 0; s <= (k < last ? n : n - 1); ++s) {
@@ -449,8 +501,9 @@ Plan plan_of(const Program& p, const std::vector<int>& chosen, const CostGraph& 
 }
 
 // The columns a plan chooses: per step from the last stage to the first,
-// the column of its role and blocks from the state the path is in (-1
-// entries if the program has no such column).
+// the column of its role and blocks from the state the path is in (where
+// the flags leave a choice, J32, the one that reaches the first stage);
+// ending in a -1 entry if the program has no such path.
 std::vector<int> path_of(const Program& p, const Plan& plan, int steps, int n) {
   auto role_of = [&](int s) {
     for (const Region& r : plan.checkpoints)
@@ -461,27 +514,30 @@ std::vector<int> path_of(const Program& p, const Plan& plan, int steps, int n) {
       }
     return Role{};
   };
-  std::vector<int> out;
-  int state = 0;  // the only state after the last step's loss
+  // The positions of the path: (step, stage) from the last step's last stage.
+  std::vector<std::pair<int, int>> at;
   for (int k = steps - 1; k >= 0; --k)
-    for (int s = k < steps - 1 ? n : n - 1; s >= 0; --s) {
-      int found = -1;
-      for (std::size_t j = 0; j < p.columns.size() && found < 0; ++j) {
-        const Column& c = p.columns[j];
-        if (c.step != k || c.stage != s || c.in_state != state) continue;
-        if (s == n) {
-          found = static_cast<int>(j);
-          continue;
-        }
+    for (int s = k < steps - 1 ? n : n - 1; s >= 0; --s) at.emplace_back(k, s);
+  std::vector<int> out;
+  const auto extend = [&](const auto& self, std::size_t i, int state) -> bool {
+    if (i == at.size()) return true;
+    const auto [k, s] = at[i];
+    for (std::size_t j = 0; j < p.columns.size(); ++j) {
+      const Column& c = p.columns[j];
+      if (c.step != k || c.stage != s || c.in_state != state) continue;
+      if (s < n) {
         const Role r = role_of(s);
-        if (c.blocks == plan.edge_blocks[static_cast<std::size_t>(s)] && c.role.kind == r.kind && c.role.a == r.a &&
-            c.role.b == r.b && c.role.c == r.c && c.role.d == r.d)
-          found = static_cast<int>(j);
+        if (c.blocks != plan.edge_blocks[static_cast<std::size_t>(s)] || c.role.kind != r.kind || c.role.a != r.a ||
+            c.role.b != r.b || c.role.c != r.c || c.role.d != r.d)
+          continue;
       }
-      out.push_back(found);
-      if (found < 0) return out;
-      state = p.columns[static_cast<std::size_t>(found)].out_state;
+      out.push_back(static_cast<int>(j));
+      if (self(self, i + 1, c.out_state)) return true;
+      out.pop_back();
     }
+    return false;
+  };
+  if (!extend(extend, 0, 0)) out.push_back(-1);  // the only state after the last step's loss: 0
   return out;
 }
 

@@ -48,7 +48,7 @@ void pytorch_rules(MemoryProfile& p, DType dtype, Implementation implementation)
   p.parameter_cast_bytes = dtype == DType::float32 ? 0 : element_bytes(dtype);
 }
 
-// JAX under XLA:TPU (docs/cost-model.md, J1–J31).
+// JAX under XLA:TPU (docs/cost-model.md, J1–J32).
 void jax_rules(MemoryProfile& p, DType dtype, std::int64_t batch) {
   // XLA:TPU fuses the concat of an MLP's input into the matmul that
   // consumes it: never materialised, its parts (materialised gathers) are
@@ -81,6 +81,7 @@ void jax_rules(MemoryProfile& p, DType dtype, std::int64_t batch) {
   p.loop_body_inner_checkpoints_keep_silu = one_sample;       // J29
   p.edge_block_partials_after_next_block = one_sample;        // J30
   p.aligned_mesh_edge_norms_copy_input = one_sample;          // J31
+  p.decoder_edge_embedding_backward_deferred = true;          // J32
   p.step_checkpoint_scanned = true;
   // Read off bfloat16 modules (J19); no float32 module was read for it.
   p.grid_input_held_through_step = dtype == DType::bfloat16;

@@ -252,6 +252,7 @@ void MemoryMachine::release_kept(std::int64_t blocks, bool skipped) {
 void MemoryMachine::forward_op(OpId id, bool saving, std::int64_t block_rows, int block, Pass pass) {
   const Op& op = g_.op(id);
   const OpMemoryRule& rule = profile_.rule(op.kind);
+  if (pass == Pass::recompute && recompute_depth_ > 0) deferred_set_off(op, rule, block_rows);
   on_forward(op, block_scale(op, block_rows), pass);
   for (TensorId t : op.outputs) {
     // In a block, the edge update's output is held for the concat of blocks.
@@ -513,9 +514,20 @@ int MemoryMachine::skip_forward_blocks(const Item& item, std::int64_t block_rows
 // outside every checkpoint held for their weight gradients are let go.
 void MemoryMachine::backward(const std::vector<Item>& items, std::int64_t block_rows, int block) {
   const bool top_level = stacking_residuals_ && region_depth_ == 0 && block_rows == 0;
+  // Outside every checkpoint and every scanned loop, the decoder's edge
+  // embedding's backward waits (J32).
+  const bool deferring = profile_.decoder_edge_embedding_backward_deferred && region_depth_ == 0 && block_rows == 0 &&
+                         !stacking_residuals_ && !in_loop_body_;
   int step = -1;
   for (auto it = items.rbegin(); it != items.rend(); ++it) {
     const Item& item = *it;
+    if (deferring && item.kind == Item::Kind::op && deferrable(item.op)) {
+      const Op& op = g_.op(item.op);
+      for (TensorId t : op.outputs) deferred_threshold_ = std::max(deferred_threshold_, gradient_bytes_of(t, 0));
+      deferred_.push_back({item.op, std::move(saved_.back())});
+      saved_.pop_back();
+      continue;
+    }
     if (top_level) {
       const int item_step = g_.op(first_op(item)).step;
       if (item_step != step) release_weight_gradient_operands();
@@ -528,6 +540,74 @@ void MemoryMachine::backward(const std::vector<Item>& items, std::int64_t block_
     }
   }
   if (top_level) release_weight_gradient_operands();
+  if (deferring && run_deferred_at_end_) run_deferred();
+}
+
+void MemoryMachine::run_deferred() {
+  std::vector<Deferred> deferred = std::move(deferred_);
+  deferred_.clear();
+  for (Deferred& d : deferred) backward_op(d.op, std::move(d.saved), 0, -1);
+}
+
+// An op of the decoder (J32's) outside its edge update that reads, of the
+// activations, only what other such ops make: the edge embedding, whose
+// input is a constant.
+bool MemoryMachine::off_chain(OpId id) const {
+  const Op& op = g_.op(id);
+  if (op.edge_update || op.stage >= static_cast<int>(g_.chain().size()) ||
+      g_.chain()[static_cast<std::size_t>(op.stage)].role != StageRole::decoder)
+    return false;
+  for (TensorId t : op.inputs) {
+    if (tensor(t).role != TensorRole::activation) continue;
+    const OpId p = g_.producer(t);
+    if (p < 0 || !off_chain(p)) return false;
+  }
+  return true;
+}
+
+// Those of them whose outputs only other such ops read: all but the one
+// whose output the edge update reads (its LayerNorm, whose backward frees
+// the gradient the edge update handed it and so runs at once).
+bool MemoryMachine::deferrable(OpId id) const {
+  if (!off_chain(id)) return false;
+  for (TensorId t : g_.op(id).outputs)
+    for (OpId c : g_.consumers(t))
+      if (!off_chain(c)) return false;
+  return true;
+}
+
+// What XLA writes for `op`: its materialised outputs and, after a first
+// linear whose fusion writes SiLU's output too (J2), that output.
+std::int64_t MemoryMachine::bytes_written(const Op& op, const OpMemoryRule& rule, std::int64_t block_rows) const {
+  std::int64_t bytes = 0;
+  for (TensorId t : op.outputs) {
+    if (rule.output_materialized) bytes += output_bytes(op, rule, t, block_rows);
+    for (OpId c : g_.consumers(t)) {
+      const Op& consumer = g_.op(c);
+      const OpMemoryRule& consumer_rule = profile_.rule(consumer.kind);
+      if (consumer.kind == OpKind::silu && consumer_rule.output_materialized)
+        bytes += output_bytes(consumer, consumer_rule, consumer.outputs.front(), block_rows);
+    }
+  }
+  return bytes;
+}
+
+// Before an op of a region's recomputation: the deferred ops run if it
+// writes more than the gradient into the embedding's hidden layer (XLA's
+// list scheduler runs the ready op that frees the most bytes less those it
+// makes, and theirs frees nothing while making that gradient, J32).
+void MemoryMachine::deferred_set_off(const Op& op, const OpMemoryRule& rule, std::int64_t block_rows) {
+  if (deferred_.empty() && !(deferred_pending_elsewhere_ && !ran_deferred_elsewhere_)) return;
+  const std::int64_t threshold = deferred_.empty() ? deferred_elsewhere_.threshold : deferred_threshold_;
+  if (bytes_written(op, rule, block_rows) <= threshold) return;
+  if (!deferred_.empty()) {
+    run_deferred();
+    return;
+  }
+  live_[kWorkspace] += deferred_elsewhere_.peak;
+  sample_transient();
+  live_[kWorkspace] += deferred_elsewhere_.delta - deferred_elsewhere_.peak;
+  ran_deferred_elsewhere_ = true;
 }
 
 OpId MemoryMachine::first_op(const Item& item) {
@@ -560,7 +640,9 @@ void MemoryMachine::backward_region(const Item& item, std::int64_t block_rows, i
     for (TensorId t : item.outputs)
       if (made_here(t)) ++uses_[static_cast<std::size_t>(t)];
   recomputing_step_ = item.loop_body;
+  ++recompute_depth_;
   forward(item.children, /*saving=*/true, block_rows, block, Pass::recompute);
+  --recompute_depth_;
   recomputing_step_ = false;
   std::vector<int> held_outputs;
   if (hold_outputs)
@@ -919,10 +1001,14 @@ void MemoryMachine::backward_blocks_in_turn(const Item& item) {
 }
 
 void MemoryMachine::backward_op(OpId id, std::int64_t block_rows, int block) {
-  const Op& op = g_.op(id);
-  const OpMemoryRule& rule = profile_.rule(op.kind);
   std::vector<int> saved = std::move(saved_.back());
   saved_.pop_back();
+  backward_op(id, std::move(saved), block_rows, block);
+}
+
+void MemoryMachine::backward_op(OpId id, std::vector<int> saved, std::int64_t block_rows, int block) {
+  const Op& op = g_.op(id);
+  const OpMemoryRule& rule = profile_.rule(op.kind);
   bool any_grad = false;
   for (TensorId t : op.outputs) any_grad = any_grad || grad(t) >= 0;
   if (any_grad) {

@@ -36,6 +36,14 @@ struct TensorState {
   std::vector<char> block_internal, block_output, param_grad_done;
 };
 
+// The effect of running the deferred ops of the decoder's edge embedding
+// (J32, MemoryMachine::run_deferred()), relative to the memory just
+// before: its peak and its net change; and the bytes an op of a region's
+// recomputation must write to set them off.
+struct DeferredEffect {
+  std::int64_t threshold = 0, peak = 0, delta = 0;
+};
+
 class MemoryMachine {
  public:
   // On `shared` (entries reset by the caller), or on a fresh state of its own.
@@ -114,6 +122,26 @@ class MemoryMachine {
   // stacks.
   void hold_hoisted_norm_residual_copies(const std::vector<Item>& items);
 
+  // ---- the decoder's edge-embedding backward, deferred (J32) ----
+  // Its ops' backward after its LayerNorm's, when the decoder runs outside
+  // every checkpoint, waits (holding what they save and their outputs'
+  // gradients) until an op of a region's recomputation writes more than
+  // `deferred_threshold_` bytes (deferred_set_off()), or until the
+  // outermost backward() ends.
+  bool has_deferred() const { return !deferred_.empty(); }
+  void run_deferred();
+  std::int64_t deferred_threshold() const { return deferred_threshold_; }
+  // A stage's replay (the solver's) leaves them to its caller: false.
+  bool run_deferred_at_end_ = true;
+  // A stage's replay while they wait in an earlier stage's: what running
+  // them does, applied where this stage sets them off (then ran_elsewhere_).
+  DeferredEffect deferred_elsewhere_;
+  bool deferred_pending_elsewhere_ = false;
+  bool ran_deferred_elsewhere_ = false;
+  // Regions whose recomputation (forward) is under way: only their ops set
+  // the deferred ops off.
+  int recompute_depth_ = 0;
+
   // ---- execution ----
   // `saving`: ops keep what the framework keeps for backward (false inside
   // a checkpoint during the forward pass).
@@ -183,6 +211,11 @@ class MemoryMachine {
   bool sample_xla_blocked_backward(const Item& item);
   bool held_past_blocks(TensorId t, const Item& item) const;
   void backward_op(OpId id, std::int64_t block_rows, int block);
+  void backward_op(OpId id, std::vector<int> saved, std::int64_t block_rows, int block);
+  bool off_chain(OpId id) const;
+  bool deferrable(OpId id) const;
+  std::int64_t bytes_written(const Op& op, const OpMemoryRule& rule, std::int64_t block_rows) const;
+  void deferred_set_off(const Op& op, const OpMemoryRule& rule, std::int64_t block_rows);
   bool made_fused(TensorId t) const;
   bool compiler_recomputable(TensorId t) const;
   void release_kept(std::int64_t blocks, bool skipped);
@@ -205,6 +238,14 @@ class MemoryMachine {
   std::vector<OpId> stacked_ops_;  // the ops whose residuals are stacked
   std::vector<char> tensor_stacked_, loop_invariant_;
   std::vector<int> held_weight_gradient_operands_;  // output gradients of the step's linears
+  // The deferred ops (J32), in the order their backward runs, with what
+  // each saved.
+  struct Deferred {
+    OpId op;
+    std::vector<int> saved;
+  };
+  std::vector<Deferred> deferred_;
+  std::int64_t deferred_threshold_ = 0;
   // Blocks' input gradients held until the blocks' backward is done
   // (MemoryProfile::block_input_gradients_held), innermost blocks last.
   std::vector<int> held_block_gradients_;

@@ -6,11 +6,13 @@
 
 namespace actmem::detail {
 
-const std::vector<InnerGroup>& InnerRegionProgram::units(int a, int b, int c0, int d, const ClassGrads& grads_after) {
+const std::vector<InnerGroup>& InnerRegionProgram::units(int a, int b, int c0, int d, const ClassGrads& grads_after,
+                                                         bool pending) {
   // The units depend on the region only through its bounds as seen from [c0, d].
   std::tie(a, b) = ctx_.model().norm_bounds(c0, d, a, b);
-  const Bounds r{a, b, c0, d};
-  auto cache_key = std::make_pair(std::array<int, 4>{a, b, c0, d}, ctx_.boundary_key(d + 1, grads_after));
+  const Bounds r{a, b, c0, d, pending};
+  auto cache_key =
+      std::make_pair(std::array<int, 5>{a, b, c0, d, pending ? 1 : 0}, ctx_.boundary_key(d + 1, grads_after));
   if (auto it = cache_.find(cache_key); it != cache_.end()) return it->second;
   Buckets<Label> at;  // at boundary u + 1, then u
   Label start;
@@ -19,8 +21,8 @@ const std::vector<InnerGroup>& InnerRegionProgram::units(int a, int b, int c0, i
   for (int u = d; u >= c0; --u) {
     Buckets<Label> next;
     for (auto& [key, bucket] : at) {
-      keep_front(bucket.labels);
-      for (const StageOption& option : stage_options(r, u, bucket.grads)) extend(next, bucket.labels, option);
+      keep_front(bucket.labels, pending);
+      for (const StageOption& option : stage_options(r, u, bucket.grads)) extend(next, bucket.labels, option, pending);
     }
     at = std::move(next);
   }
@@ -41,20 +43,25 @@ std::vector<InnerRegionProgram::StageOption> InnerRegionProgram::stage_options(c
       GradState& g = o.grads[static_cast<std::size_t>(c)];
       const Effect& forward = m.region_forward(c, u, blocks, r.a);
       const Effect& outer = m.recompute_in_inner(c, u, blocks, r.a, r.b, r.c0);
+      const Effect& outer_pending = r.pending ? m.recompute_in_inner(c, u, blocks, r.a, r.b, r.c0, true) : outer;
       const Effect& inner = m.inner_recompute(c, u, blocks, r.c0, r.d, m.signature(c, u, g));
       ChainModel::hand_over(inner, g);
       const InnerStageEffects e{{forward.forward_delta, forward.forward_peak},
                                 {outer.forward_delta, outer.forward_peak},
                                 {inner.forward_delta, inner.forward_peak},
                                 {inner.backward_delta, inner.backward_peak},
-                                inner.released_at_end};
+                                inner.released_at_end,
+                                {outer_pending.forward_delta, outer_pending.forward_peak},
+                                outer_pending.ran_deferred};
       o.effects.push_back(e);
       cost.costs.insert(cost.costs.end(),
                         {e.forward.delta, e.forward.peak, e.outer_recompute.delta, e.outer_recompute.peak,
-                         e.recompute.delta, e.recompute.peak, e.backward.delta, e.backward.peak, -e.released_at_end});
+                         e.recompute.delta, e.recompute.peak, e.backward.delta, e.backward.peak, -e.released_at_end,
+                         e.outer_recompute_pending.delta, e.outer_recompute_pending.peak});
+      cost.same.push_back(e.sets_off ? 1 : 0);
     }
     o.boundary = ctx_.boundary_key(u, o.grads);
-    cost.same = o.boundary;
+    cost.same.insert(cost.same.end(), o.boundary.begin(), o.boundary.end());
     cost.time_s = o.time_s;
     costs.push_back(std::move(cost));
     options.push_back(std::move(o));
@@ -64,7 +71,8 @@ std::vector<InnerRegionProgram::StageOption> InnerRegionProgram::stage_options(c
 
 // Puts `option`'s stage left of every label, into the bucket of its
 // boundary and the labels' new sums.
-void InnerRegionProgram::extend(Buckets<Label>& into, const std::vector<Label>& labels, const StageOption& option) {
+void InnerRegionProgram::extend(Buckets<Label>& into, const std::vector<Label>& labels, const StageOption& option,
+                                bool pending) {
   for (const Label& label : labels) {
     Label x = label;
     std::vector<std::int64_t> key = option.boundary;
@@ -72,6 +80,7 @@ void InnerRegionProgram::extend(Buckets<Label>& into, const std::vector<Label>& 
       InnerSums& s = x.sums[c];
       s.prepend(option.effects[c]);
       key.insert(key.end(), {s.forward.sum, s.outer_recompute.sum, s.folded.sum, s.minus_held});
+      if (pending) key.insert(key.end(), {s.outer_recompute_pending.sum, s.set_off ? 1 : 0});
     }
     x.time_s += option.time_s;
     x.blocks.insert(x.blocks.begin(), option.blocks);
@@ -82,8 +91,18 @@ void InnerRegionProgram::extend(Buckets<Label>& into, const std::vector<Label>& 
 }
 
 // A bucket's labels share their sums (extend() keys on them), so they
-// compare on the three peaks per class and time.
-void InnerRegionProgram::keep_front(std::vector<Label>& labels) const {
+// compare on the three peaks per class and time; pending (J32), on the
+// enclosing recomputation's with the edge-embedding backward waiting too.
+void InnerRegionProgram::keep_front(std::vector<Label>& labels, bool pending) const {
+  if (pending) {
+    keep_pareto_front(labels, [&](const Label& l) {
+      return class_values<4>(ctx_.classes(), [&](int c) {
+        const InnerSums& s = l.sums[c];
+        return std::array{s.forward.peak, s.outer_recompute.peak, s.folded.peak, s.outer_recompute_pending.peak};
+      });
+    });
+    return;
+  }
   keep_pareto_front(labels, [&](const Label& l) {
     return class_values<3>(ctx_.classes(), [&](int c) {
       const InnerSums& s = l.sums[c];
@@ -99,7 +118,7 @@ std::vector<InnerGroup> InnerRegionProgram::close(const Bounds& r, Buckets<Label
   std::map<std::vector<std::int64_t>, std::size_t> group_of;  // boundary key at c0 -> index in groups
   std::vector<InnerGroup> groups;
   for (auto& [key, bucket] : at_c0) {
-    keep_front(bucket.labels);
+    keep_front(bucket.labels, r.pending);
     auto [git, inserted] = group_of.try_emplace(ctx_.boundary_key(r.c0, bucket.grads), groups.size());
     if (inserted) groups.push_back({bucket.grads, {}});
     InnerGroup& group = groups[git->second];
@@ -109,7 +128,9 @@ std::vector<InnerGroup> InnerRegionProgram::close(const Bounds& r, Buckets<Label
         const InnerSums& s = label.sums[c];
         unit.pieces.push_back({{s.forward.sum, s.forward.peak},
                                {s.outer_recompute.sum, s.outer_recompute.peak},
-                               {s.folded.sum + s.minus_held - kept[static_cast<std::size_t>(c)], s.folded.peak}});
+                               {s.folded.sum + s.minus_held - kept[static_cast<std::size_t>(c)], s.folded.peak},
+                               {s.outer_recompute_pending.sum, s.outer_recompute_pending.peak},
+                               s.set_off});
       }
       unit.time_s = label.time_s;
       unit.blocks = std::move(label.blocks);

@@ -41,7 +41,10 @@ class InnerRegionProgram {
   // d + 1, that can be optimal: of units with the same gradients in flight
   // at c0 and the same sums, only those no other beats in every peak and
   // time. Cached (the reference stays valid for the program's life).
-  const std::vector<InnerGroup>& units(int a, int b, int c0, int d, const ClassGrads& grads_after);
+  // `pending`: the decoder's edge-embedding backward waits as the enclosing
+  // region starts (J32; the units' pieces then carry its pending parts).
+  const std::vector<InnerGroup>& units(int a, int b, int c0, int d, const ClassGrads& grads_after,
+                                       bool pending = false);
 
  private:
   struct Label {
@@ -59,15 +62,16 @@ class InnerRegionProgram {
   };
   struct Bounds {
     int a, b, c0, d;  // the region as seen from [c0, d] (norm_bounds()), the inner region
+    bool pending;     // J32, as units()
   };
 
   std::vector<StageOption> stage_options(const Bounds& r, int u, const ClassGrads& grads_after) const;
-  static void extend(Buckets<Label>& into, const std::vector<Label>& labels, const StageOption& option);
-  void keep_front(std::vector<Label>& labels) const;
+  static void extend(Buckets<Label>& into, const std::vector<Label>& labels, const StageOption& option, bool pending);
+  void keep_front(std::vector<Label>& labels, bool pending) const;
   std::vector<InnerGroup> close(const Bounds& r, Buckets<Label>& at_c0) const;
 
   const SearchContext& ctx_;
-  std::map<std::pair<std::array<int, 4>, std::vector<std::int64_t>>, std::vector<InnerGroup>> cache_;
+  std::map<std::pair<std::array<int, 5>, std::vector<std::int64_t>>, std::vector<InnerGroup>> cache_;
 };
 
 }  // namespace actmem::detail

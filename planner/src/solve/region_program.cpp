@@ -4,32 +4,42 @@
 
 namespace actmem::detail {
 
-const std::vector<RegionGroup>& RegionProgram::options(int a, int b, const ClassGrads& grads_after) {
+const std::vector<RegionGroup>& RegionProgram::options(int a, int b, const ClassGrads& grads_after, bool pending) {
   // The options depend only on the gradients in flight at b + 1.
-  auto cache_key = std::make_pair(std::make_pair(a, b), ctx_.boundary_key(b + 1, grads_after));
+  auto cache_key = std::make_pair(std::array<int, 3>{a, b, pending ? 1 : 0}, ctx_.boundary_key(b + 1, grads_after));
   auto it = cache_.find(cache_key);
-  if (it == cache_.end()) it = cache_.emplace(std::move(cache_key), solve(a, b, grads_after)).first;
+  if (it == cache_.end()) it = cache_.emplace(std::move(cache_key), solve(a, b, grads_after, pending)).first;
   return it->second;
 }
 
 // The program over b..a (table.at[t]: labels over stages t..b), closed at a.
-std::vector<RegionGroup> RegionProgram::solve(int a, int b, const ClassGrads& grads_after) {
-  Table table{a, b, std::vector<Buckets<Label>>(static_cast<std::size_t>(b + 2)), {}};
+std::vector<RegionGroup> RegionProgram::solve(int a, int b, const ClassGrads& grads_after, bool pending) {
+  Table table{a, b, pending, std::vector<Buckets<Label>>(static_cast<std::size_t>(b + 2)), {}};
   Label start;
   for (int c = 0; c < ctx_.classes(); ++c) start.sums.push_back({});
   Buckets<Label>& right_end = table.at[static_cast<std::size_t>(b + 1)];
   right_end[ctx_.boundary_key(b + 1, grads_after)] = Bucket<Label>{grads_after, {start}};
   for (int t = b; t >= a; --t)
     for (auto& [key, bucket] : table.at[static_cast<std::size_t>(t + 1)]) {
-      keep_front(bucket.labels);
+      keep_front(bucket.labels, pending);
       extend_from(table, t, bucket);
     }
   return close(table);
 }
 
 // A bucket's labels share their sums, so they compare on the two peaks per
-// class and time; with one class a 2-D front.
-void RegionProgram::keep_front(std::vector<Label>& labels) const {
+// class and time; with one class a 2-D front. Pending (J32), on the
+// recomputation and backward folded with the edge-embedding backward
+// waiting too.
+void RegionProgram::keep_front(std::vector<Label>& labels, bool pending) const {
+  if (pending) {
+    keep_pareto_front(labels, [&](const Label& l) {
+      return class_values<3>(ctx_.classes(), [&](int c) {
+        return std::array{l.sums[c].forward.peak, l.sums[c].folded.peak, l.sums[c].folded_pending.peak};
+      });
+    });
+    return;
+  }
   if (ctx_.classes() == 1) {
     keep_pareto_front_2d(
         labels, [](const PerClass<RegionSums>& s) { return s[0].forward.peak; },
@@ -46,12 +56,12 @@ void RegionProgram::keep_front(std::vector<Label>& labels) const {
 // Puts every piece that ends at stage t left of `from`'s labels (covering
 // t + 1..b): stage t as a plain child, then each inner region [c0, t].
 void RegionProgram::extend_from(Table& table, int t, const Bucket<Label>& from) {
-  for (const ChildOption& o : child_options(t, table.a, table.b, from.grads))
+  for (const ChildOption& o : child_options(t, table.a, table.b, from.grads, table.pending))
     add(table, from, o.pieces, o.grads, t, o.time_s, Part{o.blocks, nullptr, {}, -1});
   if (!ctx_.nested_regions()) return;
   for (int c0 = t; c0 >= table.a; --c0) {
     const Region inner{c0, t, {}};
-    for (const InnerGroup& group : inner_.units(table.a, table.b, c0, t, from.grads))
+    for (const InnerGroup& group : inner_.units(table.a, table.b, c0, t, from.grads, table.pending))
       for (const InnerUnit& unit : group.units)
         add(table, from, unit.pieces, group.grads, c0, unit.time_s, Part{0, &unit, inner, -1});
   }
@@ -67,6 +77,11 @@ void RegionProgram::add(Table& table, const Bucket<Label>& from, const PerClass<
     const RegionSums& s = from.labels.front().sums[c];
     const RegionPieces& p = pieces[c];
     key.insert(key.end(), {s.forward.sum + p.forward.delta, s.folded.sum + p.recompute.delta + p.backward.delta});
+    if (table.pending) {
+      RegionSums next = s;
+      next.prepend(p);
+      key.insert(key.end(), {next.folded_pending.sum, next.set_off ? 1 : 0});
+    }
   }
   Buckets<Label>& into = table.at[static_cast<std::size_t>(left)];
   auto it = into.find(key);
@@ -89,14 +104,16 @@ std::vector<RegionGroup> RegionProgram::close(Table& table) {
   for (int c = 0; c < ctx_.classes(); ++c) kept.push_back(ctx_.model().kept_bytes(c, table.a, table.b, -1, table.a));
   std::vector<RegionGroup> groups;
   for (auto& [key, bucket] : table.at[static_cast<std::size_t>(table.a)]) {
-    keep_front(bucket.labels);
+    keep_front(bucket.labels, table.pending);
     RegionGroup group{bucket.grads, {}};
     for (const Label& label : bucket.labels) {
       RegionOption o;
       for (int c = 0; c < ctx_.classes(); ++c) {
         const RegionSums& s = label.sums[c];
-        const std::int64_t backward_bytes = s.folded.sum - kept[static_cast<std::size_t>(c)];
-        o.effects.push_back({{s.forward.sum, s.forward.peak}, {backward_bytes, s.folded.peak}});
+        const Run& folded = table.pending ? s.folded_pending : s.folded;
+        const std::int64_t backward_bytes = folded.sum - kept[static_cast<std::size_t>(c)];
+        o.effects.push_back({{s.forward.sum, s.forward.peak}, {backward_bytes, folded.peak}});
+        o.sets_off = o.sets_off || (table.pending && s.set_off);
       }
       o.time_s = label.time_s;
       o.segment = segment_of(table, label);
@@ -125,9 +142,10 @@ Segment RegionProgram::segment_of(const Table& table, const Label& label) const 
 // another in every effect (same boundary, no less time) dropped. They depend
 // on the region only through t's context bounds, so are cached on those.
 const std::vector<RegionProgram::ChildOption>& RegionProgram::child_options(int t, int a, int b,
-                                                                            const ClassGrads& grads_after) {
+                                                                            const ClassGrads& grads_after,
+                                                                            bool pending) {
   ChainModel& m = ctx_.model();
-  auto& by_boundary = child_cache_[{t, m.norm_lo(t, a), m.norm_hi(t, b)}];
+  auto& by_boundary = child_cache_[{t, m.norm_lo(t, a), m.norm_hi(t, b), pending ? 1 : 0}];
   std::vector<std::int64_t> boundary = ctx_.boundary_key(t + 1, grads_after);
   if (auto it = by_boundary.find(boundary); it != by_boundary.end()) return it->second;
   std::vector<ChildOption> options;
@@ -138,15 +156,23 @@ const std::vector<RegionProgram::ChildOption>& RegionProgram::child_options(int 
     for (int c = 0; c < ctx_.classes(); ++c) {
       GradState& g = o.grads[static_cast<std::size_t>(c)];
       const Effect& f = m.region_forward(c, t, blocks, a);
-      const Effect& r = m.recompute_plain(c, t, blocks, a, b, m.signature(c, t, g));
+      const std::vector<std::int64_t> in = m.signature(c, t, g);
+      const Effect& r = m.recompute_plain(c, t, blocks, a, b, in);
+      const Effect& rp = pending ? m.recompute_plain(c, t, blocks, a, b, in, true) : r;
       ChainModel::hand_over(r, g);
-      const RegionPieces p{
-          {f.forward_delta, f.forward_peak}, {r.forward_delta, r.forward_peak}, {r.backward_delta, r.backward_peak}};
+      const RegionPieces p{{f.forward_delta, f.forward_peak},
+                           {r.forward_delta, r.forward_peak},
+                           {r.backward_delta, r.backward_peak},
+                           {rp.forward_delta, rp.forward_peak},
+                           rp.ran_deferred};
       o.pieces.push_back(p);
-      cost.costs.insert(cost.costs.end(), {p.forward.delta, p.forward.peak, p.recompute.delta, p.recompute.peak,
-                                           p.backward.delta, p.backward.peak});
+      cost.costs.insert(cost.costs.end(),
+                        {p.forward.delta, p.forward.peak, p.recompute.delta, p.recompute.peak, p.backward.delta,
+                         p.backward.peak, p.recompute_pending.delta, p.recompute_pending.peak});
+      cost.same.push_back(p.sets_off ? 1 : 0);
     }
-    cost.same = ctx_.boundary_key(t, o.grads);
+    const std::vector<std::int64_t> boundary_at_t = ctx_.boundary_key(t, o.grads);
+    cost.same.insert(cost.same.end(), boundary_at_t.begin(), boundary_at_t.end());
     cost.time_s = o.time_s;
     costs.push_back(std::move(cost));
     options.push_back(std::move(o));

@@ -23,6 +23,9 @@ struct RegionOption {
   PerClass<SegmentEffect> effects;
   double time_s = 0;
   Segment segment;
+  // In a pending program (J32): its recomputation runs the waiting
+  // edge-embedding backward (its effects count it).
+  bool sets_off = false;
 };
 // The options that leave the same gradients in flight at a.
 struct RegionGroup {
@@ -38,8 +41,9 @@ class RegionProgram {
   // can be optimal: of options with the same gradients in flight at a and
   // the same bytes, only those no other beats in every peak and time.
   // Cached on (a, b, boundary b + 1); the reference, and the address of
-  // every option's segment, stay valid for the program's life.
-  const std::vector<RegionGroup>& options(int a, int b, const ClassGrads& grads_after);
+  // every option's segment, stay valid for the program's life. `pending`:
+  // the decoder's edge-embedding backward waits as the region starts (J32).
+  const std::vector<RegionGroup>& options(int a, int b, const ClassGrads& grads_after, bool pending = false);
 
  private:
   // A piece of a region: a plain stage's block count, or an inner region
@@ -58,6 +62,7 @@ class RegionProgram {
   // The program's state for one region.
   struct Table {
     int a = 0, b = 0;
+    bool pending = false;
     std::vector<Buckets<Label>> at;  // at[t]: labels over stages t..b
     std::vector<Part> parts;
   };
@@ -70,20 +75,20 @@ class RegionProgram {
     double time_s = 0;
   };
 
-  std::vector<RegionGroup> solve(int a, int b, const ClassGrads& grads_after);
-  void keep_front(std::vector<Label>& labels) const;
+  std::vector<RegionGroup> solve(int a, int b, const ClassGrads& grads_after, bool pending);
+  void keep_front(std::vector<Label>& labels, bool pending) const;
   void extend_from(Table& table, int t, const Bucket<Label>& from);
   void add(Table& table, const Bucket<Label>& from, const PerClass<RegionPieces>& pieces, const ClassGrads& grads,
            int left, double time_s, Part part);
   std::vector<RegionGroup> close(Table& table);
   Segment segment_of(const Table& table, const Label& label) const;
-  const std::vector<ChildOption>& child_options(int t, int a, int b, const ClassGrads& grads_after);
+  const std::vector<ChildOption>& child_options(int t, int a, int b, const ClassGrads& grads_after, bool pending);
 
   const SearchContext& ctx_;
   InnerRegionProgram inner_;
-  std::map<std::pair<std::pair<int, int>, std::vector<std::int64_t>>, std::vector<RegionGroup>> cache_;
-  // child_options() by (t, norm_lo(t, a), norm_hi(t, b)), then boundary key at t + 1.
-  std::map<std::array<int, 3>, std::map<std::vector<std::int64_t>, std::vector<ChildOption>>> child_cache_;
+  std::map<std::pair<std::array<int, 3>, std::vector<std::int64_t>>, std::vector<RegionGroup>> cache_;
+  // child_options() by (t, norm_lo(t, a), norm_hi(t, b), pending), then boundary key at t + 1.
+  std::map<std::array<int, 4>, std::map<std::vector<std::int64_t>, std::vector<ChildOption>>> child_cache_;
 };
 
 }  // namespace actmem::detail

@@ -182,7 +182,10 @@ Effect ChainModel::run(int c, int s, std::int64_t blocks, StageContext ctx, cons
            r.backward.peak_bytes,
            r.released_at_end_bytes,
            r.backward_prelude_bytes,
-           {}};
+           {},
+           r.defers,
+           r.ran_deferred};
+  if (r.defers) deferred_ = r.deferred;
   for (auto [t, bytes] : r.outgoing_grads) {
     if (moved) t = translate.of_base(t);
     e.outgoing.emplace_back(rg_.local_key[static_cast<std::size_t>(t)], bytes);
@@ -191,8 +194,9 @@ Effect ChainModel::run(int c, int s, std::int64_t blocks, StageContext ctx, cons
 }
 
 const StageRun& ChainModel::replay(int c, int stage, std::int64_t blocks, const StageContext& ctx) {
-  ReplayKey key{c,          stage,           blocks,        ctx.original_forward, ctx.context_lo,    ctx.context_hi,
-                ctx.saving, ctx.held_before, ctx.in_region, ctx.hold_outputs,     ctx.incoming_grads};
+  ReplayKey key{
+      c,          stage,           blocks,        ctx.original_forward, ctx.context_lo,     ctx.context_hi,
+      ctx.saving, ctx.held_before, ctx.in_region, ctx.hold_outputs,     ctx.incoming_grads, ctx.deferred_pending};
   if (auto it = replays_.find(key); it != replays_.end()) return it->second;
   const int step = class_steps_[static_cast<std::size_t>(c)];
   return replays_.emplace(std::move(key), replay_stage(rg_, items(step, stage, blocks), step, stage, ctx, scratch_))
@@ -264,29 +268,37 @@ const Effect& ChainModel::region_forward(int c, int s, std::int64_t blocks, int 
   return cached({c, s, blocks, kRegionForward, a, 0, 0}, {}, ctx);
 }
 
+void ChainModel::set_pending(StageContext& ctx, bool pending) const {
+  ctx.deferred_pending = pending;
+  if (pending) ctx.deferred = deferred_;
+}
+
 const Effect& ChainModel::saving_recompute(int c, int s, std::int64_t blocks, int kind, int lo, int hi,
-                                           bool hold_outputs, const std::vector<std::int64_t>& in) {
+                                           bool hold_outputs, const std::vector<std::int64_t>& in, bool pending) {
   lo = norm_lo(s, lo);
   hi = norm_hi(s, hi);
   StageContext ctx = StageContext::recomputation(lo, hi);
   ctx.in_region = true;
   ctx.hold_outputs = hold_outputs;
-  return cached({c, s, blocks, kind, lo, hi, 0}, in, ctx);
+  set_pending(ctx, pending);
+  return cached({c, s, blocks, kind, lo, hi, 0, pending}, in, ctx);
 }
 
 const Effect& ChainModel::recompute_plain(int c, int s, std::int64_t blocks, int a, int b,
-                                          const std::vector<std::int64_t>& in) {
-  return saving_recompute(c, s, blocks, kRecomputePlain, a, b, false, in);
+                                          const std::vector<std::int64_t>& in, bool pending) {
+  return saving_recompute(c, s, blocks, kRecomputePlain, a, b, false, in, pending);
 }
 
-const Effect& ChainModel::recompute_in_inner(int c, int s, std::int64_t blocks, int a, int b, int inner_from) {
+const Effect& ChainModel::recompute_in_inner(int c, int s, std::int64_t blocks, int a, int b, int inner_from,
+                                             bool pending) {
   a = norm_lo(s, a);
   b = norm_hi(s, b);
   inner_from = norm_lo(s, inner_from);
   StageContext ctx = StageContext::recomputation(a, b);
   ctx.saving = false;
   ctx.held_before = inner_from;  // the inner region keeps its inputs from here
-  return cached({c, s, blocks, kRecomputeInInner, a, b, inner_from}, {}, ctx);
+  set_pending(ctx, pending);
+  return cached({c, s, blocks, kRecomputeInInner, a, b, inner_from, pending}, {}, ctx);
 }
 
 const Effect& ChainModel::inner_recompute(int c, int s, std::int64_t blocks, int c0, int d,
@@ -378,14 +390,18 @@ void backward_inner(ChainModel& m, const Plan& plan, int c, const Region& in, in
   w.mem -= held_outputs + m.kept_bytes(c, in.from, in.to, a, in.from);
 }
 
-// A region's recomputation (its pieces in order), then its backward (in
-// reverse), then what its checkpoint kept is let go.
-void backward_region(ChainModel& m, const Plan& plan, int c, const Region& region, MemoryWalk& w, GradState& grads) {
+// A region's recomputation (its pieces in order; one of them may run the
+// waiting edge-embedding backward, J32), then its backward (in reverse),
+// then what its checkpoint kept is let go.
+void backward_region(ChainModel& m, const Plan& plan, int c, const Region& region, MemoryWalk& w, GradState& grads,
+                     bool& pending) {
   const int a = region.from, b = region.to;
   for (int t = a; t <= b; ++t) {
     const Region* in = inner_region_of(region, t);
-    w.forward(in ? m.recompute_in_inner(c, t, blocks_of(plan, t), a, b, in->from)
-                 : m.recompute_plain(c, t, blocks_of(plan, t), a, b));
+    const Effect& e = in ? m.recompute_in_inner(c, t, blocks_of(plan, t), a, b, in->from, pending)
+                         : m.recompute_plain(c, t, blocks_of(plan, t), a, b, {}, pending);
+    w.forward(e);
+    pending = pending && !e.ran_deferred;
   }
   for (int t = b; t >= a;) {
     const Region* in = inner_region_of(region, t);
@@ -401,17 +417,20 @@ void backward_region(ChainModel& m, const Plan& plan, int c, const Region& regio
 }
 
 // One rollout step's backward pass: the loss, then the stages in reverse.
-void backward_step(ChainModel& m, const Plan& plan, int c, MemoryWalk& w, GradState& grads) {
+// `pending`: the decoder's edge-embedding backward waits (J32).
+void backward_step(ChainModel& m, const Plan& plan, int c, MemoryWalk& w, GradState& grads, bool& pending) {
   const int n = m.stage_count();
   w.backward(m.loss(c, m.signature(c, n, grads)), grads);
   std::size_t r = plan.checkpoints.size();
   for (int s = n - 1; s >= 0;) {
     if (r > 0 && plan.checkpoints[r - 1].to == s) {
       const Region& region = plan.checkpoints[--r];
-      backward_region(m, plan, c, region, w, grads);
+      backward_region(m, plan, c, region, w, grads, pending);
       s = region.from - 1;
     } else {
-      w.backward(m.plain(c, s, blocks_of(plan, s), m.signature(c, s, grads)), grads);
+      const Effect& e = m.plain(c, s, blocks_of(plan, s), m.signature(c, s, grads));
+      w.backward(e, grads);
+      pending = pending || e.defers;
       --s;
     }
   }
@@ -440,7 +459,8 @@ ChainModel::Prediction ChainModel::predict(const Plan& plan) {
       MemoryWalk w;
       forward_step(*this, plan, c, w);
       GradState grads;
-      backward_step(*this, plan, c, w, grads);
+      bool pending = false;  // never set in a loop body
+      backward_step(*this, plan, c, w, grads, pending);
       peak = std::max(peak, loop_->class_start_bytes[static_cast<std::size_t>(c)] + w.peak);
     }
     return {peak, recompute_seconds(*this, plan)};
@@ -449,7 +469,12 @@ ChainModel::Prediction ChainModel::predict(const Plan& plan) {
   for (int step = 0; step < steps_; ++step) forward_step(*this, plan, class_of(step), w);
   for (int step = 0; step < steps_; ++step) w.mem += loss(class_of(step)).backward_prelude;
   GradState grads;
-  for (int step = steps_ - 1; step >= 0; --step) backward_step(*this, plan, class_of(step), w, grads);
+  bool pending = false;
+  for (int step = steps_ - 1; step >= 0; --step) backward_step(*this, plan, class_of(step), w, grads, pending);
+  if (pending) {  // nothing set the edge-embedding backward off: it runs as the backward pass ends
+    w.peak = std::max(w.peak, w.mem + deferred_.peak);
+    w.mem += deferred_.delta;
+  }
   w.peak = std::max(w.peak, w.mem);  // the optimizer step: every parameter gradient resident
   return {static_bytes_ + w.peak, recompute_seconds(*this, plan)};
 }

@@ -34,6 +34,9 @@ struct Effect {
   std::int64_t backward_prelude = 0;  // loss only: its seed allocated, the held loss released
   // Gradients handed to earlier stages: (step-independent tensor key, bytes).
   std::vector<std::pair<int, std::int64_t>> outgoing;
+  // J32: its backward leaves the decoder's edge-embedding backward waiting
+  // (ChainModel::deferred() runs it); its forward, pending, ran it.
+  bool defers = false, ran_deferred = false;
 };
 
 // Gradient buffers in flight between stages during the backward pass:
@@ -100,12 +103,17 @@ class ChainModel {
   // Original forward inside a top-level region from `a`. Forward fields only.
   const Effect& region_forward(int c, int s, std::int64_t blocks, int a);
   // Recomputation inside region [a, b] as a plain child (saving), and its
-  // backward.
+  // backward. `pending`: with the decoder's edge-embedding backward
+  // waiting (J32), which an op of the recomputation may run (ran_deferred).
   const Effect& recompute_plain(int c, int s, std::int64_t blocks, int a, int b,
-                                const std::vector<std::int64_t>& in = {});
+                                const std::vector<std::int64_t>& in = {}, bool pending = false);
   // Recomputation inside region [a, b] as part of inner region from
   // `inner_from` (not saving). Forward fields only.
-  const Effect& recompute_in_inner(int c, int s, std::int64_t blocks, int a, int b, int inner_from);
+  const Effect& recompute_in_inner(int c, int s, std::int64_t blocks, int a, int b, int inner_from,
+                                   bool pending = false);
+  // What running the waiting edge-embedding backward does (J32; zero
+  // unless some plain decoder's Effect::defers).
+  const DeferredEffect& deferred() const { return deferred_; }
   // Inside inner region [c0, d]: its recomputation (saving) and backward.
   const Effect& inner_recompute(int c, int s, std::int64_t blocks, int c0, int d,
                                 const std::vector<std::int64_t>& in = {});
@@ -168,7 +176,9 @@ class ChainModel {
   // A recomputation of stage s that saves (then its backward) in the
   // context of stages [lo, hi] (normalised here); `kind` keys the cache.
   const Effect& saving_recompute(int c, int s, std::int64_t blocks, int kind, int lo, int hi, bool hold_outputs,
-                                 const std::vector<std::int64_t>& in);
+                                 const std::vector<std::int64_t>& in, bool pending = false);
+  // The context's J32 fields: the edge-embedding backward waiting, or not.
+  void set_pending(StageContext& ctx, bool pending) const;
   Effect run(int c, int s, std::int64_t blocks, StageContext ctx, const std::vector<std::int64_t>& in);
   // The replay of a stage in a context (incoming gradients sorted), once.
   const StageRun& replay(int c, int stage, std::int64_t blocks, const StageContext& ctx);
@@ -184,6 +194,7 @@ class ChainModel {
     int held_before = -1;
     bool in_region = false, hold_outputs = false;
     std::vector<std::pair<TensorId, std::int64_t>> incoming_grads;
+    bool deferred_pending = false;
     auto operator<=>(const ReplayKey&) const = default;
   };
   std::map<ReplayKey, StageRun> replays_;
@@ -197,6 +208,7 @@ class ChainModel {
     std::int64_t blocks = 1;
     int kind = 0;
     int lo = 0, hi = 0, inner_from = 0;
+    bool pending = false;
     auto operator<=>(const EffectKey&) const = default;
   };
   // The effect of execution `key` given the incoming gradient sizes `in`,
@@ -209,6 +221,7 @@ class ChainModel {
   std::vector<int> class_steps_;         // representative step per class
   std::vector<int> class_multiplicity_;  // steps per class
   std::int64_t static_bytes_ = 0;
+  DeferredEffect deferred_;  // J32: measured by the plain decoder's replay
   std::vector<double> stage_time_s_, edge_time_s_;
   std::vector<std::int64_t> edges_;
   TensorState scratch_;  // the replays' (one at a time)

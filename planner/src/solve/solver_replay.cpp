@@ -102,6 +102,9 @@ class Replay : MemoryMachine {
   Replay(const ReplayGraph& rg, int step, int stage, const StageContext& ctx, TensorState& state)
       : MemoryMachine(rg.graph, &state), rg_(rg), step_(step), stage_(stage), ctx_(ctx), state_(state) {
     in_loop_body_ = rg.loop_body;
+    run_deferred_at_end_ = false;  // the caller runs them (StageRun::defers)
+    deferred_pending_elsewhere_ = ctx.deferred_pending;
+    deferred_elsewhere_ = ctx.deferred;
   }
 
   StageRun run(const std::vector<Item>& items) {
@@ -121,9 +124,12 @@ class Replay : MemoryMachine {
     // A loop body's original forward pass is the step's recomputation;
     // any other context is a checkpoint's.
     recomputing_step_ = rg_.loop_body && ctx_.original_forward;
+    recompute_depth_ = ctx_.original_forward ? 0 : 1;  // a region's recomputation
     forward(items, ctx_.saving, 0, -1, rg_.loop_body || !ctx_.original_forward ? Pass::recompute : Pass::forward);
+    recompute_depth_ = 0;
     recomputing_step_ = false;
     result.forward = {peak_ - start, live() - start};
+    result.ran_deferred = ran_deferred_elsewhere_;
     if (ctx_.saving) run_backward(items, ops, externals, read_later, held_outputs, result);
     return result;
   }
@@ -238,6 +244,15 @@ class Replay : MemoryMachine {
     region_depth_ = ctx_.in_region ? 1 : 0;
     backward(items, 0, -1);
     result.backward = {peak_ - start, live() - start};
+    if (has_deferred()) {
+      const std::int64_t before = live();
+      peak_ = before;
+      result.defers = true;
+      result.deferred.threshold = deferred_threshold();
+      run_deferred();
+      result.deferred.peak = peak_ - before;
+      result.deferred.delta = live() - before;
+    }
     const std::int64_t before = live();
     for (TensorId t : held_outputs)
       if (current(t) >= 0) release(current(t));

@@ -63,6 +63,11 @@ struct StageContext {
   // buffer alive (a slice of a concat's gradient), so its size is part of
   // the boundary between stages. Tensors not listed: the tensor's size.
   std::vector<std::pair<TensorId, std::int64_t>> incoming_grads;
+  // The decoder's edge embedding's backward waits in an earlier stage's
+  // replay (J32): an op of this recomputation that writes more than
+  // deferred.threshold bytes runs it first (deferred's peak and delta).
+  bool deferred_pending = false;
+  DeferredEffect deferred;
 
   // The recomputation of stages [lo, hi] of a region (not the original
   // forward pass); everything else as the defaults.
@@ -85,6 +90,13 @@ struct StageRun {
   // Gradient buffers the backward hands to earlier stages (of inputs made
   // before this stage), by tensor: their bytes.
   std::vector<std::pair<TensorId, std::int64_t>> outgoing_grads;
+  // The stage's backward left the decoder's edge embedding's backward
+  // waiting (J32; counted in backward.delta_bytes): running it does
+  // `deferred`.
+  bool defers = false;
+  DeferredEffect deferred;
+  // With ctx.deferred_pending: the forward execution ran it.
+  bool ran_deferred = false;
 };
 
 // Facts about the whole graph the replay needs, computed once.

@@ -36,18 +36,21 @@ class ChainProgram {
     double time_s = 0;
     int trail = -1;
     std::int64_t standalone_peak = 0;  // one class: peak_of() (keep_front())
+    // The decoder's edge-embedding backward waits at the left boundary
+    // (J32): the bucket's (extend() keys on it).
+    bool pending = false;
   };
 
   Buckets<Label> right_end();
   void add_plain_stage(Buckets<Label>& into, const Bucket<Label>& from, int b);
   void extend(Buckets<Label>& into, const Bucket<Label>& from, const PerClass<SegmentEffect>& effects,
-              const ClassGrads& grads, double time_s, const Segment& segment, int a);
-  void make_extended(const Bucket<Label>& from, const PerClass<SegmentEffect>& effects, double time_s);
+              const ClassGrads& grads, double time_s, const Segment& segment, int a, bool pending);
+  void make_extended(const Bucket<Label>& from, const PerClass<SegmentEffect>& effects, double time_s, bool pending);
   int link(const Segment& segment, int next);
   void keep_front(std::vector<Label>& labels);
   std::vector<Candidate> frontier(Buckets<Label>& left_end);
   Plan plan_of(int trail) const;
-  std::int64_t peak_of(const Label& l) const;
+  std::int64_t peak_of(const Label& l, bool complete = false) const;
   std::int64_t loop_peak_of(const Label& l, const LoopBody& loop) const;
   std::int64_t body_peak(const ChainSums& s, int c) const;
 
@@ -75,10 +78,12 @@ std::vector<Candidate> ChainProgram::run() {
       keep_front(bucket.labels);
       const int b = p - 1;
       add_plain_stage(at[static_cast<std::size_t>(b)], bucket, b);
+      const bool pending = bucket.labels.front().pending;
       for (int a = b; a >= 0; --a)
-        for (const RegionGroup& group : regions_.options(a, b, bucket.grads))
+        for (const RegionGroup& group : regions_.options(a, b, bucket.grads, pending))
           for (const RegionOption& o : group.options)
-            extend(at[static_cast<std::size_t>(a)], bucket, o.effects, group.grads, o.time_s, o.segment, a);
+            extend(at[static_cast<std::size_t>(a)], bucket, o.effects, group.grads, o.time_s, o.segment, a,
+                   pending && !o.sets_off);
     }
   }
   return frontier(at[0]);
@@ -97,7 +102,9 @@ Buckets<ChainProgram::Label> ChainProgram::right_end() {
   if (k_ == 1) l.standalone_peak = peak_of(l);
   start.labels.push_back(l);
   Buckets<Label> out;
-  out[ctx_.boundary_key(n_, start.grads)] = std::move(start);
+  std::vector<std::int64_t> key = ctx_.boundary_key(n_, start.grads);
+  key.push_back(0);  // nothing pending (extend())
+  out[std::move(key)] = std::move(start);
   return out;
 }
 
@@ -109,22 +116,25 @@ void ChainProgram::add_plain_stage(Buckets<Label>& into, const Bucket<Label>& fr
     std::int64_t blocks;
     PerClass<SegmentEffect> effects;
     ClassGrads grads;  // in flight at b
+    bool pending;      // J32: the decoder's edge-embedding backward waits after it
   };
   std::vector<Option> options;
   std::vector<OptionCosts> costs;
   for (std::int64_t blocks : ctx_.choices(b)) {
-    Option o{blocks, {}, from.grads};
+    Option o{blocks, {}, from.grads, from.labels.front().pending};
     OptionCosts cost;
     for (int c = 0; c < k_; ++c) {
       GradState& g = o.grads[static_cast<std::size_t>(c)];
       const Effect& e = m_.plain(c, b, blocks, m_.signature(c, b, g));
       ChainModel::hand_over(e, g);
+      o.pending = o.pending || e.defers;
       o.effects.push_back({{e.forward_delta, e.forward_peak}, {e.backward_delta, e.backward_peak}});
       cost.same.insert(cost.same.end(), {e.forward_delta, e.backward_delta});
       cost.costs.insert(cost.costs.end(), {e.forward_peak, e.backward_peak});
     }
     const std::vector<std::int64_t> boundary = ctx_.boundary_key(b, o.grads);
     cost.same.insert(cost.same.end(), boundary.begin(), boundary.end());
+    cost.same.push_back(o.pending ? 1 : 0);
     cost.time_s = blocks > 1 ? m_.edge_forward_s(b) : 0.0;
     costs.push_back(std::move(cost));
     options.push_back(std::move(o));
@@ -133,26 +143,28 @@ void ChainProgram::add_plain_stage(Buckets<Label>& into, const Bucket<Label>& fr
   for (std::size_t i = 0; i < options.size(); ++i) {
     if (!keep[i]) continue;
     const Segment& plain = plain_segments_.emplace_back(Segment{{b, b, {}}, false, {options[i].blocks}});
-    extend(into, from, options[i].effects, options[i].grads, costs[i].time_s, plain, b);
+    extend(into, from, options[i].effects, options[i].grads, costs[i].time_s, plain, b, options[i].pending);
   }
 }
 
 // Puts `segment` (covering a..) left of every label of `from` (whose front
 // is kept: keep_front()), into the bucket of its boundary (`grads` in
-// flight at a) and the labels' new sum_f + sum_b per class (the labels of
-// a bucket share them, so all land in one bucket).
+// flight at a), the labels' new sum_f + sum_b per class (the labels of
+// a bucket share them, so all land in one bucket) and whether the
+// decoder's edge-embedding backward waits after it (`pending`, J32).
 void ChainProgram::extend(Buckets<Label>& into, const Bucket<Label>& from, const PerClass<SegmentEffect>& effects,
-                          const ClassGrads& grads, double time_s, const Segment& segment, int a) {
+                          const ClassGrads& grads, double time_s, const Segment& segment, int a, bool pending) {
   std::vector<std::int64_t> key = ctx_.boundary_key(a, grads);
   for (int c = 0; c < k_; ++c) {
     const ChainSums& s = from.labels.front().sums[c];
     const SegmentEffect& e = effects[c];
     key.push_back(s.sum_f + s.sum_b + e.forward.delta + e.backward.delta);
   }
+  key.push_back(pending ? 1 : 0);
   auto it = into.find(key);
   if (it == into.end()) it = into.emplace(std::move(key), Bucket<Label>{grads, {}}).first;
   std::vector<Label>& labels = it->second.labels;
-  make_extended(from, effects, time_s);
+  make_extended(from, effects, time_s, pending);
   if (k_ == 1) {  // both staircases (keep_front())
     merge_staircases(
         labels, fresh_, merged_, [](const Label& l) { return l.standalone_peak; },
@@ -171,11 +183,13 @@ void ChainProgram::extend(Buckets<Label>& into, const Bucket<Label>& from, const
 // bucket; the labels come by increasing time and decreasing peak, so once
 // two in a row give the same peak (A) every later one gives it too, more
 // slowly: dominated, left out. So fresh_ is a staircase too.
-void ChainProgram::make_extended(const Bucket<Label>& from, const PerClass<SegmentEffect>& effects, double time_s) {
+void ChainProgram::make_extended(const Bucket<Label>& from, const PerClass<SegmentEffect>& effects, double time_s,
+                                 bool pending) {
   fresh_.clear();
   std::int64_t previous_peak = kNoPeak;
   for (const Label& l : from.labels) {
     Label x;
+    x.pending = pending;
     x.sums = l.sums;
     for (int c = 0; c < k_; ++c) x.sums[c].prepend(effects[c]);
     x.time_s = l.time_s + time_s;
@@ -229,7 +243,8 @@ std::vector<Candidate> ChainProgram::frontier(Buckets<Label>& left_end) {
   std::vector<Candidate> out;
   for (auto& [key, bucket] : left_end) {
     keep_front(bucket.labels);
-    for (const Label& l : bucket.labels) out.push_back({plan_of(l.trail), peak_of(l), l.time_s * m_.steps()});
+    for (const Label& l : bucket.labels)
+      out.push_back({plan_of(l.trail), peak_of(l, /*complete=*/true), l.time_s * m_.steps()});
   }
   std::sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) {
     if (a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
@@ -255,7 +270,11 @@ Plan ChainProgram::plan_of(int trail) const {
 
 // The step's peak from a label over the whole chain: rollout steps run
 // forward in order, then backward in reverse (solver_model.cpp predict()).
-std::int64_t ChainProgram::peak_of(const Label& l) const {
+// With the decoder's edge-embedding backward still waiting (J32), a
+// `complete` plan runs it as the backward pass ends; a suffix's standalone
+// peak leaves out that and the optimizer step, terms a prefix to its left
+// may change but the bucket fixes (keep_front()).
+std::int64_t ChainProgram::peak_of(const Label& l, bool complete) const {
   if (m_.loop()) return loop_peak_of(l, *m_.loop());
   const int steps = m_.steps();
   std::int64_t mem = 0, peak = 0;
@@ -276,6 +295,11 @@ std::int64_t ChainProgram::peak_of(const Label& l) const {
     mem += loss.backward_delta;
     peak = std::max(peak, mem + l.sums[c].p_b);
     mem += l.sums[c].sum_b;
+  }
+  if (l.pending) {
+    if (!complete) return m_.static_bytes() + peak;
+    peak = std::max(peak, mem + m_.deferred().peak);
+    mem += m_.deferred().delta;
   }
   peak = std::max(peak, mem);
   return m_.static_bytes() + peak;

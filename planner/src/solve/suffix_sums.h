@@ -93,17 +93,33 @@ struct ChainSums {
 };
 
 // A piece of a region in one class: its part of the original forward, of
-// the region's recomputation, and of the region's backward.
+// the region's recomputation, and of the region's backward. When the
+// decoder's edge-embedding backward waits as the region starts (J32):
+// its part of the recomputation then (recompute_pending; the same as
+// recompute unless the piece runs it: sets_off).
 struct RegionPieces {
   Piece forward, recompute, backward;
+  Piece recompute_pending = {};
+  bool sets_off = false;
 };
 
 // Stages t..b of a region [a, b] in one class: the original forward, and
-// the recomputation followed by the backward, folded.
+// the recomputation followed by the backward, folded; and the same folded
+// with the edge-embedding backward waiting as stage t's recomputation
+// starts (J32): the leftmost piece that sets it off runs it, the pieces to
+// its right run as in `folded` (set_off: one did).
 struct RegionSums {
-  Run forward, folded;
+  Run forward, folded, folded_pending;
+  bool set_off = false;
   void prepend(const RegionPieces& p) {
     forward.prepend(p.forward);
+    if (p.sets_off) {
+      folded_pending = folded;
+      folded_pending.prepend_around(p.recompute_pending, p.backward);
+      set_off = true;
+    } else {
+      folded_pending.prepend_around(p.recompute, p.backward);
+    }
     folded.prepend_around(p.recompute, p.backward);
   }
   auto operator<=>(const RegionSums&) const = default;
@@ -115,6 +131,11 @@ struct RegionSums {
 struct InnerStageEffects {
   Piece forward, outer_recompute, recompute, backward;
   std::int64_t released_at_end = 0;  // held outputs released when the inner region ends
+  // The enclosing region's recomputation with the decoder's edge-embedding
+  // backward waiting (J32), as RegionPieces. The inner region's own
+  // recomputation never runs it: the enclosing one ran the same ops first.
+  Piece outer_recompute_pending = {};
+  bool sets_off = false;
 };
 
 // Stages u..d of an inner region [c0, d] in one class: the original
@@ -124,8 +145,19 @@ struct InnerStageEffects {
 struct InnerSums {
   Run forward, outer_recompute, folded;
   std::int64_t minus_held = 0;
+  // outer_recompute with the edge-embedding backward waiting as stage u's
+  // part starts, as in RegionSums (J32).
+  Run outer_recompute_pending;
+  bool set_off = false;
   void prepend(const InnerStageEffects& e) {
     forward.prepend(e.forward);
+    if (e.sets_off) {
+      outer_recompute_pending = outer_recompute;
+      outer_recompute_pending.prepend(e.outer_recompute_pending);
+      set_off = true;
+    } else {
+      outer_recompute_pending.prepend(e.outer_recompute);
+    }
     outer_recompute.prepend(e.outer_recompute);
     folded.prepend_around(e.recompute, e.backward);
     minus_held -= e.released_at_end;

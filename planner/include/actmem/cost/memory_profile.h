@@ -121,6 +121,12 @@ struct MemoryProfile {
   // A LayerNorm over the mesh edges, where their count is a multiple of 8,
   // keeps a copy of its input in another layout besides the input (J31).
   bool aligned_mesh_edge_norms_copy_input = false;
+  // The decoder's edge embedding (an MLP of constant features, so its
+  // backward makes only weight gradients), outside every checkpoint: its
+  // backward after its LayerNorm's waits, holding what it reads, until a
+  // region's recomputation writes more than the gradient into its hidden
+  // layer, or the backward pass ends (XLA's list scheduler, J32).
+  bool decoder_edge_embedding_backward_deferred = false;
   // The grid input a step assembles before the network (the frames, the
   // forcings and the static channels concatenated in the activation dtype:
   // the concat ops that read model inputs) is made outside every
