@@ -49,9 +49,9 @@ class Case:
     """One validation case. `plan`: a plan actmem builds in (none, full,
     every:K, deepmind, deepmind:B), "actmem" (actmem's own plan for the
     device, from `actmem fit`: a stored one must be what `actmem fit` prints
-    now, stale_actmem_plan()), "nested" (nested_plan()) or "earlier-actmem"
-    (the plan `actmem fit` printed for the case before the solver changed,
-    kept as a fixed plan: earlier_plan_file())."""
+    now, stale_actmem_plan()), "nested" (nested_plan()) or "earlier-actmem",
+    "earlier-actmem-2", ... (a plan `actmem fit` printed for the case
+    before the solver changed, kept as a fixed plan: earlier_plan_file())."""
     name: str
     model: str
     plan: str
@@ -147,6 +147,9 @@ def cases() -> list[Case]:
         ("graphcast-small", 4, "bfloat16", 4), ("graphcast-small", 2, "float32", 2),
         ("graphcast-operational", 1, "bfloat16", 1), ("graphcast-operational", 2, "bfloat16", 1),
         ("graphcast-operational", 4, "bfloat16", 1)))
+    # and as it printed them from that day until J32 (2026-12-05), whose
+    # figures showed the deferred edge-embedding backward
+    spec += tuple((m, "earlier-actmem-2", 1, False, "bfloat16", 1) for m in ("graphcast", "graphcast-operational"))
     out = [Case(f"{m} {p} r{r}{' step' if sc else ''} {d} b{b}", m, p, d, b, r, sc) for m, p, r, sc, d, b in spec]
     for plan, rollout, step_ckpt, dtype, batch in (("none", 1, False, "bfloat16", 1),
                                                    ("nested", 2, True, "bfloat16", 1),
@@ -165,16 +168,7 @@ def cases() -> list[Case]:
 # Cases whose miss is understood and not yet modelled (docs/validation-jax.md):
 # they are reported, and do not fail the run.
 KNOWN_GAPS = {
-    # rollout 1: the decoder outside every checkpoint (docs/cost-model.md, known gaps: XLA's list scheduler
-    # defers the decoder's edge-embedding backward)
-    "graphcast-operational actmem r1 bfloat16 b1": "-14.1%, under: XLA defers the backward of the decoder's edge "
-                                                   "embedding (m2g_embed: its input is a constant, its backward "
-                                                   "makes only weight gradients) from the decoder's backward (#2627) "
-                                                   "to the encoder's recomputation (#6839), holding its h and the "
-                                                   "gradient into its second linear, 2.97 GiB each, through the "
-                                                   "processor regions' recomputations where XLA peaks; not modelled",
-    "graphcast-operational earlier-actmem r1 bfloat16 b1": "-10.4%, under: the same deferral as its actmem plan's "
-                                                           "(#2052 to #4445)",
+    # rollout 1: GraphCast's earliest own plan
     "graphcast earlier-actmem r1 bfloat16 b1": "+10.5%, over: the most edge blocks of any case (encoder x256, "
                                                "processor x32, decoder x16); XLA's program with the batch axis kept "
                                                "is 14.5% under the reference's without it here (27.24 against 31.85 "
@@ -214,12 +208,16 @@ def nested_plan(processor_steps: int, blocks: int = 4) -> dict:
             "edge_blocks": {"encoder": blocks, "decoder": blocks, "processor.0": 2}}
 
 
-EARLIER_PLANS = os.path.join(HERE, "plans", "earlier-actmem")
+PLANS = os.path.join(HERE, "plans")
+
+
+def is_earlier_plan(plan: str) -> bool:
+    return plan == "earlier-actmem" or plan.startswith("earlier-actmem-")
 
 
 def earlier_plan_file(case: Case) -> str:
-    """An "earlier-actmem" case's plan: plans/earlier-actmem/MODEL-rR-DTYPE-bB.json."""
-    return os.path.join(EARLIER_PLANS, f"{case.model}-r{case.rollout}-{case.dtype}-b{case.batch}.json")
+    """An "earlier-actmem..." case's plan: plans/PLAN/MODEL-rR-DTYPE-bB.json."""
+    return os.path.join(PLANS, case.plan, f"{case.model}-r{case.rollout}-{case.dtype}-b{case.batch}.json")
 
 
 def actmem_plan(case: Case, tmp: str) -> str:
@@ -242,7 +240,7 @@ def judge_arguments(case: Case, tmp: str) -> list[str]:
         args.append("--step-checkpoint")
     if case.plan == "actmem":
         return args + ["--plan", actmem_plan(case, tmp), "--model", case.model_arg]
-    if case.plan == "earlier-actmem":
+    if is_earlier_plan(case.plan):
         return args + ["--plan", earlier_plan_file(case), "--model", case.model_arg]
     if case.plan == "nested":
         model = judge.load_model(case.model_arg)[0]
@@ -257,8 +255,8 @@ def compiled_plan(case: Case, tmp: str) -> dict:
     """The plan the case compiles, as judge.py makes it from the case's
     arguments (files it needs are written into `tmp`)."""
     argv = judge_arguments(case, tmp)
-    files = ("actmem", "nested", "earlier-actmem")  # --plan FILE: judge.py's prediction would need the model's name
-    jcase = judge.make_case(judge.parse_args(argv + ["--no-actmem"] if case.plan in files else argv))
+    file = case.plan in ("actmem", "nested") or is_earlier_plan(case.plan)  # --plan FILE: no prediction by judge.py
+    jcase = judge.make_case(judge.parse_args(argv + ["--no-actmem"] if file else argv))
     return jcase.plan.to_json()
 
 
