@@ -17,8 +17,9 @@
 // plan. Under JAX the decoder's edge-embedding backward may wait (J32,
 // docs/cost-model.md): a state also says whether it waits and, inside a
 // region, whether the region's recomputation runs it and whether a stage
-// left of the boundary does (the leftmost one does: its column takes the
-// recomputation's effect with it run). Memory: for every event of the simulator's schedule (the forward of
+// left of the boundary does (the leftmost that can does: its column takes
+// the recomputation's effect with it run).
+// Memory: for every event of the simulator's schedule (the forward of
 // each stage, the losses, each recomputation, inner recomputation and
 // backward, the end) the memory there is a linear sum over the columns,
 // each column's coefficient depending only on its own step, role and
@@ -369,14 +370,15 @@ Program build_program(const CostGraph& g, const Device& device, bool nested) {
             col.b_peak = backward->backward_peak;
             detail::GradState out = state;
             detail::ChainModel::hand_over(*backward, out);
-            // Whether the region runs it (chosen at its end), whether a
-            // stage right of s up to the region's end does not and one
-            // left of it... : the flags at s + 1 and the choices at s.
+            // The flags it hands on: whether the region's recomputation
+            // runs the waiting backward (chosen at the region's end, then
+            // carried) and whether a stage left of s does (chosen where s
+            // could run it, else carried). s runs it when it can and none
+            // to its left does.
             for (int region_runs : {0, 1}) {
               if (enters ? (region_runs && !waits) : region_runs != ((flags & kRegionRuns) ? 1 : 0)) continue;
               const bool runs_left_of_next = enters ? region_runs : (flags & kRunsLeft);
               for (int runs_left : {0, 1}) {
-                // s runs it exactly when it can, one left of s + 1 does, and none left of s.
                 if (runs ? !runs_left_of_next : runs_left != static_cast<int>(runs_left_of_next)) continue;
                 if (s == role.a && runs_left) continue;
                 const bool here = runs && !runs_left;

@@ -134,7 +134,8 @@ class MemoryMachine {
   // A stage's replay (the solver's) leaves them to its caller: false.
   bool run_deferred_at_end_ = true;
   // A stage's replay while they wait in an earlier stage's: what running
-  // them does, applied where this stage sets them off (then ran_elsewhere_).
+  // them does, applied where this stage sets them off (then
+  // ran_deferred_elsewhere_).
   DeferredEffect deferred_elsewhere_;
   bool deferred_pending_elsewhere_ = false;
   bool ran_deferred_elsewhere_ = false;
