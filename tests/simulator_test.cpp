@@ -628,7 +628,9 @@ TEST_SUITE("simulator") {
     CHECK(copies_in_the_loop(3004) == 1);
   }
 
-  TEST_CASE("simulator: under JAX the decoder's edge-embedding backward waits for a larger recomputation (J32)") {
+  TEST_CASE(
+      "simulator: under JAX at batch 1 the decoder's edge-embedding backward waits for a larger recomputation "
+      "(J32)") {
     // Outside every checkpoint, XLA's list scheduler runs the decoder's
     // edge embedding's backward after its LayerNorm's only when an op of
     // the chain would make more than the gradient into its hidden layer:
@@ -641,10 +643,10 @@ TEST_SUITE("simulator") {
     struct Rows {
       std::size_t embedding, trigger, last_backward;
     };
-    auto rows = [](std::int64_t mesh2grid_edges, bool decoder_checkpointed) {
+    auto rows = [](std::int64_t mesh2grid_edges, bool decoder_checkpointed, std::int64_t batch = 1) {
       nlohmann::json json = testing::tiny_model_json(2);
       json["mesh2grid_edges"] = mesh2grid_edges;
-      const CostGraph g = CostGraph::build(model_from_json(json, "tiny.json"), jax(DType::bfloat16));
+      const CostGraph g = CostGraph::build(model_from_json(json, "tiny.json"), jax(DType::bfloat16, 1, batch));
       Plan plan = empty_plan(g.stages());
       const int decoder = static_cast<int>(g.stages().size()) - 1;
       plan.checkpoints.push_back({2, 3, {}});  // the processor's two steps
@@ -678,6 +680,23 @@ TEST_SUITE("simulator") {
     const Rows inside = rows(4000, true);
     CHECK(inside.embedding < inside.trigger);
     CHECK(inside.embedding + 3 < inside.trigger);
+    // At batch 2, where XLA lays the arrays out batch-major, it runs at
+    // once as well (graphcast-operational's plan: 2 instructions).
+    const Rows two = rows(4000, false, 2);
+    CHECK(two.embedding + 3 < two.trigger);
+    // And float32 at batch 1 waits (the same plan: #2250 to #6263).
+    nlohmann::json json = testing::tiny_model_json(2);
+    json["mesh2grid_edges"] = 4000;
+    const CostGraph f32 = CostGraph::build(model_from_json(json, "tiny.json"), jax(DType::float32));
+    Plan plan = empty_plan(f32.stages());
+    plan.checkpoints.push_back({2, 3, {}});
+    const Report r = run_plan(f32, plan, /*timeline=*/true);
+    std::size_t embedding = 0, first_recompute = 0;
+    for (std::size_t i = 0; i < r.timeline.size(); ++i) {
+      if (r.timeline[i].at.pass == Pass::backward && r.timeline[i].at.op == "decoder.edge_embed.linear1") embedding = i;
+      if (r.timeline[i].at.pass == Pass::recompute && first_recompute == 0) first_recompute = i;
+    }
+    CHECK(embedding > first_recompute);
   }
 
   TEST_CASE(

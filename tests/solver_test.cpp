@@ -405,7 +405,8 @@ TEST_SUITE("solver") {
     json["mesh2grid_edges"] = 4000;
     const Device device = load_device("a100-80gb");
     std::mt19937 rng(11);
-    for (const RunCase& c : {kRuns[4], kRuns[5]}) {
+    const RunCase float32{"jax float32", Framework::jax, DType::float32, 1, 1};
+    for (const RunCase& c : {kRuns[4], float32}) {
       const std::string run_name = c.name;
       CAPTURE(run_name);
       for (std::int64_t processor_steps : {3, 6}) {

@@ -641,8 +641,8 @@ def test_a_corrupt_results_file_is_a_one_line_error_naming_it(tmp_path):
 def test_an_actmem_case_stored_with_a_plan_actmem_no_longer_prints_fails_as_stale(tmp_path, capsys):
     """A solver change that alters `actmem fit`'s plan must not leave the
     table describing a plan actmem no longer gives: --stored fails naming
-    the command that measures the case again. An "earlier-actmem" case's
-    plan is its file, to the key, and every file a case's."""
+    the command that measures the case again. A fixed-plan case's plan is
+    its file, to the key, and every file a case's."""
     import validate
     stored = {r["case"]["name"]: r for r in validate.read_results(os.path.join(HERE, "results", "validation.jsonl"))}
     name = "graphcast-small actmem r12 bfloat16 b1"
@@ -656,12 +656,11 @@ def test_an_actmem_case_stored_with_a_plan_actmem_no_longer_prints_fails_as_stal
     assert validate.main(["--stored", "--results", str(results), "--only", name]) == 1
     assert f"stale: `actmem fit` now prints another plan for it; measure it again: validate.py --rerun --only " \
            f"'{name}'" in capsys.readouterr().out
-    earlier = [c for c in validate.cases() if validate.is_earlier_plan(c.plan)]
+    fixed = [c for c in validate.cases() if validate.is_fixed_plan(c.plan)]
     files = [os.path.join(d, f) for d in os.listdir(validate.PLANS) for f in os.listdir(os.path.join(validate.PLANS, d))]
-    assert earlier and sorted(files) == sorted(os.path.relpath(validate.earlier_plan_file(c), validate.PLANS)
-                                               for c in earlier)
-    for case in earlier:
-        with open(validate.earlier_plan_file(case)) as f:
+    assert fixed and sorted(files) == sorted(os.path.relpath(validate.fixed_plan_file(c), validate.PLANS) for c in fixed)
+    for case in fixed:
+        with open(validate.fixed_plan_file(case)) as f:
             assert stored[case.name]["plan"] == json.load(f), case.name
 
 

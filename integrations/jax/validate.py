@@ -49,9 +49,10 @@ class Case:
     """One validation case. `plan`: a plan actmem builds in (none, full,
     every:K, deepmind, deepmind:B), "actmem" (actmem's own plan for the
     device, from `actmem fit`: a stored one must be what `actmem fit` prints
-    now, stale_actmem_plan()), "nested" (nested_plan()) or "earlier-actmem",
-    "earlier-actmem-2", ... (a plan `actmem fit` printed for the case
-    before the solver changed, kept as a fixed plan: earlier_plan_file())."""
+    now, stale_actmem_plan()), "nested" (nested_plan()) or the name of a
+    folder of fixed plans (fixed_plan_file()): "earlier-actmem",
+    "earlier-actmem-2" (plans `actmem fit` printed for the case before the
+    solver changed), "decoder-outside" (J32's plan at other runs)."""
     name: str
     model: str
     plan: str
@@ -150,6 +151,12 @@ def cases() -> list[Case]:
     # and as it printed them from that day until J32 (2026-12-05), whose
     # figures showed the deferred edge-embedding backward
     spec += tuple((m, "earlier-actmem-2", 1, False, "bfloat16", 1) for m in ("graphcast", "graphcast-operational"))
+    # graphcast-operational's earlier-actmem-2 plan (the decoder outside every
+    # checkpoint, the processor in two regions) in float32 and at batch 2,
+    # where J32 was not read: XLA waits in float32 and not at batch 2, where
+    # J32 as first written was +21.7% (2026-12-05)
+    spec += (("graphcast-operational", "decoder-outside", 1, False, "float32", 1),
+             ("graphcast-operational", "decoder-outside", 1, False, "bfloat16", 2))
     out = [Case(f"{m} {p} r{r}{' step' if sc else ''} {d} b{b}", m, p, d, b, r, sc) for m, p, r, sc, d, b in spec]
     for plan, rollout, step_ckpt, dtype, batch in (("none", 1, False, "bfloat16", 1),
                                                    ("nested", 2, True, "bfloat16", 1),
@@ -211,12 +218,12 @@ def nested_plan(processor_steps: int, blocks: int = 4) -> dict:
 PLANS = os.path.join(HERE, "plans")
 
 
-def is_earlier_plan(plan: str) -> bool:
-    return plan == "earlier-actmem" or plan.startswith("earlier-actmem-")
+def is_fixed_plan(plan: str) -> bool:
+    return os.path.isdir(os.path.join(PLANS, plan))
 
 
-def earlier_plan_file(case: Case) -> str:
-    """An "earlier-actmem..." case's plan: plans/PLAN/MODEL-rR-DTYPE-bB.json."""
+def fixed_plan_file(case: Case) -> str:
+    """A fixed-plan case's plan: plans/PLAN/MODEL-rR-DTYPE-bB.json."""
     return os.path.join(PLANS, case.plan, f"{case.model}-r{case.rollout}-{case.dtype}-b{case.batch}.json")
 
 
@@ -240,8 +247,8 @@ def judge_arguments(case: Case, tmp: str) -> list[str]:
         args.append("--step-checkpoint")
     if case.plan == "actmem":
         return args + ["--plan", actmem_plan(case, tmp), "--model", case.model_arg]
-    if is_earlier_plan(case.plan):
-        return args + ["--plan", earlier_plan_file(case), "--model", case.model_arg]
+    if is_fixed_plan(case.plan):
+        return args + ["--plan", fixed_plan_file(case), "--model", case.model_arg]
     if case.plan == "nested":
         model = judge.load_model(case.model_arg)[0]
         path = os.path.join(tmp, "nested.json")
@@ -255,7 +262,7 @@ def compiled_plan(case: Case, tmp: str) -> dict:
     """The plan the case compiles, as judge.py makes it from the case's
     arguments (files it needs are written into `tmp`)."""
     argv = judge_arguments(case, tmp)
-    file = case.plan in ("actmem", "nested") or is_earlier_plan(case.plan)  # --plan FILE: no prediction by judge.py
+    file = case.plan in ("actmem", "nested") or is_fixed_plan(case.plan)  # --plan FILE: no prediction by judge.py
     jcase = judge.make_case(judge.parse_args(argv + ["--no-actmem"] if file else argv))
     return jcase.plan.to_json()
 

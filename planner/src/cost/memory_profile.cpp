@@ -73,7 +73,7 @@ void jax_rules(MemoryProfile& p, DType dtype, std::int64_t batch) {
   p.linears_recompute_silu_input = dtype == DType::float32;  // J13
   // DeepMind's program keeps the batch axis at batch 1 ([N, 1, C]); XLA
   // lays those arrays out, fuses and orders them otherwise than the
-  // batch-major ones of batch > 1 (J27–J31, read off batch 1; J28 holds at
+  // batch-major ones of batch > 1 (J27–J32, read off batch 1; J28 holds at
   // batch 2 too).
   const bool one_sample = batch == 1;
   p.edge_update_inputs_recompute_silu = one_sample;           // J27
@@ -81,7 +81,7 @@ void jax_rules(MemoryProfile& p, DType dtype, std::int64_t batch) {
   p.loop_body_inner_checkpoints_keep_silu = one_sample;       // J29
   p.edge_block_partials_after_next_block = one_sample;        // J30
   p.aligned_mesh_edge_norms_copy_input = one_sample;          // J31
-  p.decoder_edge_embedding_backward_deferred = true;          // J32
+  p.decoder_edge_embedding_backward_deferred = one_sample;    // J32
   p.step_checkpoint_scanned = true;
   // Read off bfloat16 modules (J19); no float32 module was read for it.
   p.grid_input_held_through_step = dtype == DType::bfloat16;

@@ -125,7 +125,8 @@ struct MemoryProfile {
   // backward makes only weight gradients), outside every checkpoint: its
   // backward after its LayerNorm's waits, holding what it reads, until a
   // region's recomputation writes more than the gradient into its hidden
-  // layer, or the backward pass ends (XLA's list scheduler, J32).
+  // layer, or the backward pass ends (XLA's list scheduler, J32; batch 1:
+  // at batch 2 XLA runs it at once).
   bool decoder_edge_embedding_backward_deferred = false;
   // The grid input a step assembles before the network (the frames, the
   // forcings and the static channels concatenated in the activation dtype:
