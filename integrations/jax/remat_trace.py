@@ -13,14 +13,19 @@ against the one the pass states ("Peak memory for C"). With the HBM capped at
 16 MiB (the default) nothing fits and the pass always runs, so this is the
 program as written, the figure docs/validation-jax.md compares with actmem
 (docs/cost-model.md J12); it also names the schedule XLA chose ("Chose
-min-memory list sequence": XLA's list scheduler, J16).
+min-memory list sequence": XLA's list scheduler, J16). With --updates N it
+lists the N optimizer updates that run longest after their operands were
+made: XLA fuses each weight gradient's dot into its Adam update, so an
+update that waits holds its linear's activation and output gradient
+(docs/cost-model.md J32: the decoder's edge embedding's).
 
 Seconds for small models, a minute or more at GraphCast's size; the log is
 large (tens of MB for `mid`), so it is read and dropped unless --keep-log.
 
 Usage:
-  remat_trace.py [judge.py arguments] [--hbm-mib M] [--peaks N] [--min-mib M] [--computation TEXT] [--keep-log FILE]
-  remat_trace.py --log FILE [--peaks N] [--min-mib M] [--computation TEXT]
+  remat_trace.py [judge.py arguments] [--hbm-mib M] [--peaks N] [--min-mib M] [--computation TEXT]
+                 [--updates N] [--keep-log FILE]
+  remat_trace.py --log FILE [--peaks N] [--min-mib M] [--computation TEXT] [--updates N]
 Exit: 0, or 2 with `actmem-jax: error: ...` on bad input.
 """
 from __future__ import annotations
@@ -42,6 +47,11 @@ STATED_PEAK = re.compile(r"\] Peak memory for (\S+): (\S+)$")
 MODULE_PEAK = re.compile(r"\] Peak memory usage of module \(before\): (\S+)$", re.M)
 MEASURING_STARTS = re.compile(r"\] Adjusted memory limit accounting for output")
 SCHEDULE = re.compile(r"\] Chose min-memory (\S+) sequence: (\S+)$", re.M)
+DEFINITION = re.compile(r"\]\s+(?:ROOT )?%(\S+) = (.*?) [\w-]+\((.*?)\)(?:, |$)")
+SHAPE = re.compile(r"\b(pred|s8|u8|s16|u16|bf16|f16|s32|u32|f32|s64|u64|f64)\[([\d,]*)\]")
+ELEMENT_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "bf16": 2, "f16": 2, "s32": 4, "u32": 4, "f32": 4,
+                 "s64": 8, "u64": 8, "f64": 8}
+MOMENT = re.compile(r"%opt_state__mu____(\S+?)__\.\d+")
 CALLER = re.compile(r"%(\S+) = .*? (?:while|call|conditional)\(.*?"
                     r"(?:condition=%(\S+?), body=%(\S+?)(?:,|$)|to_apply=%(\S+?)(?:,|$)|"
                     r"branch_computations=\{([^}]*)\})")
@@ -97,6 +107,54 @@ class Trace:
     computations: list[Computation]
     module_peak: str
     schedule: str
+    module: str = ""  # the module as the pass printed it, before measuring
+
+
+@dataclass
+class Update:
+    """An optimizer update in a computation's order: where it runs, the
+    parameter it writes, and where the last of its operands of at least the
+    size asked for was made (-1: none)."""
+    position: int
+    name: str
+    parameter: str
+    operands_made: int
+
+    @property
+    def wait(self) -> int:
+        return self.position - self.operands_made if self.operands_made >= 0 else 0
+
+
+def shape_bytes(shape: str) -> int:
+    total = 0
+    for element, dims in SHAPE.findall(shape):
+        n = 1
+        for d in filter(None, dims.split(",")):
+            n *= int(d)
+        total += n * ELEMENT_BYTES[element]
+    return total
+
+
+def updates(trace: Trace, computation: Computation, min_bytes: int) -> list[Update]:
+    """The Adam updates (instructions reading a first moment, `opt_state['mu']`)
+    of `computation`, each with where its operands of at least `min_bytes`
+    were made, longest wait first."""
+    sizes: dict[str, int] = {}
+    operands: dict[str, list[str]] = {}
+    for line in trace.module.splitlines():
+        if m := DEFINITION.search(line):
+            sizes[m[1]] = shape_bytes(m[2])
+            operands[m[1]] = re.findall(r"%(\S+?)(?:[,)]|$)", m[3] + ")")
+    position = {name: i for i, name in enumerate(computation.instructions)}
+    out = []
+    for i, name in enumerate(computation.instructions):
+        line_operands = operands.get(name, [])
+        moment = next((MOMENT.fullmatch("%" + o) for o in line_operands if o.startswith("opt_state__mu____")), None)
+        if moment is None:
+            continue
+        made = [position[o] for o in line_operands if o in position and sizes.get(o, 0) >= min_bytes]
+        out.append(Update(i, name, moment[1], max(made, default=-1)))
+    return sorted(out, key=lambda u: -u.wait)
 
 
 def callees(text: str) -> dict[str, list[str]]:
@@ -140,7 +198,8 @@ def parse(text: str) -> Trace:
             done[current.name] = current.peak
             computations.append(current)
             current = Computation("")
-    return Trace(computations, end[1], f"{schedule[1]} ({schedule[2]})" if schedule else "not stated")
+    return Trace(computations, end[1], f"{schedule[1]} ({schedule[2]})" if schedule else "not stated",
+                 text[:begin.start()])
 
 
 def agrees(replayed: int, stated: str) -> bool:
@@ -153,7 +212,7 @@ def agrees(replayed: int, stated: str) -> bool:
     return abs(replayed / unit - float(m[1])) <= 0.5 * 10**-digits + 1e-9
 
 
-def report(trace: Trace, peaks: int, min_mib: float, only: str | None) -> str:
+def report(trace: Trace, peaks: int, min_mib: float, only: str | None, updates_shown: int = 0) -> str:
     lines = [f"XLA's schedule: {trace.schedule}; the module's peak as written: {trace.module_peak} "
              "(its largest computation's, plus the outputs)"]
     chosen = [c for c in trace.computations if only is None or only in c.name]
@@ -168,6 +227,12 @@ def report(trace: Trace, peaks: int, min_mib: float, only: str | None) -> str:
             for size, by, at in c.live_at(position):
                 if size >= min_mib * 2**20:
                     lines.append(f"    {size / 2**20:10.2f} MiB  {by}  (live since #{at})")
+        if updates_shown:
+            lines.append(f"  the {updates_shown} updates that wait longest after their operands of {min_mib:g} MiB "
+                         "or more were made:")
+            for u in updates(trace, c, int(min_mib * 2**20))[:updates_shown]:
+                lines.append(f"    #{u.position} {u.name} ({u.parameter}): operands made by #{u.operands_made}, "
+                             f"+{u.wait}")
     return "\n".join(lines)
 
 
@@ -196,13 +261,15 @@ def parse_args(argv):
     p.add_argument("--peaks", type=judge.positive_int, default=3, help="local peaks per computation (default 3)")
     p.add_argument("--min-mib", type=float, default=8.0, help="list buffers of at least this size (default 8)")
     p.add_argument("--computation", help="only computations whose name contains this (default: the two largest)")
+    p.add_argument("--updates", type=judge.positive_int, default=0,
+                   help="also list the N optimizer updates that wait longest after their operands (J32)")
     return p.parse_known_args(argv)
 
 
 def main(argv=None) -> int:
     try:
         args, step = parse_args(sys.argv[1:] if argv is None else argv)
-        print(report(parse(log_text(args, step)), args.peaks, args.min_mib, args.computation))
+        print(report(parse(log_text(args, step)), args.peaks, args.min_mib, args.computation, args.updates))
     except (judge.UsageError, TraceError, OSError) as e:
         print(f"actmem-jax: error: {e}", file=sys.stderr)
         return 2

@@ -491,6 +491,36 @@ def test_remat_trace_replays_the_peak_xla_s_pass_states(tmp_path):
     assert sum(size for size, _, _ in live) >= body[0].peak
 
 
+def test_remat_trace_lists_the_optimizer_updates_that_wait(tmp_path, capsys):
+    """--updates N: the Adam updates (which fuse their weight gradient's dot,
+    so read the activation and the output gradient) by how long they run
+    after their large operands were made, as graphcast-operational's
+    m2g_embed update waited 4212 instructions (docs/cost-model.md J32)."""
+    import remat_trace
+    pass_line = "I1205 00:00:00.000000 1 hlo_rematerialization.cc:{}] {}"
+    module = ["%w.1 = f32[8,8]{1,0} parameter(0)", "%opt_state__mu____w__.1 = f32[8,8]{1,0} parameter(1)",
+              "%h = bf16[1024,1024]{1,0} fusion(%w.1), kind=kOutput",
+              "%g = bf16[1024,1024]{1,0} fusion(%h), kind=kLoop",
+              "%small = bf16[4]{0} fusion(%w.1), kind=kLoop",
+              "%update = f32[8,8]{1,0} fusion(%w.1, %opt_state__mu____w__.1, %g, %h, %small), kind=kOutput",
+              "ROOT %out = (f32[8,8]{1,0}) tuple(%update)"]
+    order = ["w.1", "opt_state__mu____w__.1", "h", "g", "small", "update", "out"]
+    text = [pass_line.format(3066, "  " + line) for line in module]
+    text.append(pass_line.format(2900, "Adjusted memory limit accounting for output"))
+    for name in order:
+        text += [pass_line.format(678, f"BeginInstruction {name}"), pass_line.format(2883, "  memory usage = 1024")]
+    text += [pass_line.format(2950, "Peak memory for main: 1.00KiB"),
+             pass_line.format(2960, "Peak memory usage of module (before): 1.00KiB")]
+    log = tmp_path / "tpu.INFO"
+    log.write_text("\n".join(text) + "\n")
+    trace = remat_trace.parse(log.read_text())
+    [update] = remat_trace.updates(trace, trace.computations[0], 2**20)
+    assert (update.position, update.name, update.parameter, update.operands_made, update.wait) == \
+        (5, "update", "w", 3, 2)
+    assert remat_trace.main(["--log", str(log), "--updates", "1", "--min-mib", "1"]) == 0
+    assert "#5 update (w): operands made by #3, +2" in capsys.readouterr().out
+
+
 def test_remat_trace_without_the_pass_s_log_is_a_one_line_error(tmp_path, capsys):
     import remat_trace
     log = tmp_path / "tpu.INFO"
