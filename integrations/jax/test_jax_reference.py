@@ -687,8 +687,9 @@ def test_an_actmem_case_stored_with_a_plan_actmem_no_longer_prints_fails_as_stal
     assert f"stale: `actmem fit` now prints another plan for it; measure it again: validate.py --rerun --only " \
            f"'{name}'" in capsys.readouterr().out
     fixed = [c for c in validate.cases() if validate.is_fixed_plan(c.plan)]
-    files = [os.path.join(d, f) for d in os.listdir(validate.PLANS) for f in os.listdir(os.path.join(validate.PLANS, d))]
-    assert fixed and sorted(files) == sorted(os.path.relpath(validate.fixed_plan_file(c), validate.PLANS) for c in fixed)
+    plans = validate.PLANS
+    files = [os.path.join(d, f) for d in os.listdir(plans) for f in os.listdir(os.path.join(plans, d))]
+    assert fixed and sorted(files) == sorted(os.path.relpath(validate.fixed_plan_file(c), plans) for c in fixed)
     for case in fixed:
         with open(validate.fixed_plan_file(case)) as f:
             assert stored[case.name]["plan"] == json.load(f), case.name
