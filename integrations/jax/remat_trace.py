@@ -47,11 +47,7 @@ STATED_PEAK = re.compile(r"\] Peak memory for (\S+): (\S+)$")
 MODULE_PEAK = re.compile(r"\] Peak memory usage of module \(before\): (\S+)$", re.M)
 MEASURING_STARTS = re.compile(r"\] Adjusted memory limit accounting for output")
 SCHEDULE = re.compile(r"\] Chose min-memory (\S+) sequence: (\S+)$", re.M)
-DEFINITION = re.compile(r"\]\s+(?:ROOT )?%(\S+) = (.*?) [\w-]+\((.*?)\)(?:, |$)")
-SHAPE = re.compile(r"\b(pred|s8|u8|s16|u16|bf16|f16|s32|u32|f32|s64|u64|f64)\[([\d,]*)\]")
-ELEMENT_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "bf16": 2, "f16": 2, "s32": 4, "u32": 4, "f32": 4,
-                 "s64": 8, "u64": 8, "f64": 8}
-MOMENT = re.compile(r"%opt_state__mu____(\S+?)__\.\d+")
+MOMENT = re.compile(r"opt_state__mu____(\S+?)__\.\d+")
 CALLER = re.compile(r"%(\S+) = .*? (?:while|call|conditional)\(.*?"
                     r"(?:condition=%(\S+?), body=%(\S+?)(?:,|$)|to_apply=%(\S+?)(?:,|$)|"
                     r"branch_computations=\{([^}]*)\})")
@@ -125,34 +121,22 @@ class Update:
         return self.position - self.operands_made if self.operands_made >= 0 else 0
 
 
-def shape_bytes(shape: str) -> int:
-    total = 0
-    for element, dims in SHAPE.findall(shape):
-        n = 1
-        for d in filter(None, dims.split(",")):
-            n *= int(d)
-        total += n * ELEMENT_BYTES[element]
-    return total
-
-
 def updates(trace: Trace, computation: Computation, min_bytes: int) -> list[Update]:
     """The Adam updates (instructions reading a first moment, `opt_state['mu']`)
     of `computation`, each with where its operands of at least `min_bytes`
     were made, longest wait first."""
-    sizes: dict[str, int] = {}
-    operands: dict[str, list[str]] = {}
-    for line in trace.module.splitlines():
-        if m := DEFINITION.search(line):
-            sizes[m[1]] = shape_bytes(m[2])
-            operands[m[1]] = re.findall(r"%(\S+?)(?:[,)]|$)", m[3] + ")")
+    import list_scheduler  # it reads the printed module, and builds on this module
+    instructions = list_scheduler.parse_instructions(list_scheduler.computation_lines(trace.module, computation.name))
+    by_name = {i.name: i for i in instructions}
     position = {name: i for i, name in enumerate(computation.instructions)}
     out = []
     for i, name in enumerate(computation.instructions):
-        line_operands = operands.get(name, [])
-        moment = next((MOMENT.fullmatch("%" + o) for o in line_operands if o.startswith("opt_state__mu____")), None)
+        operands = by_name[name].operands if name in by_name else []
+        moment = next((m for o in operands if (m := MOMENT.fullmatch(o))), None)
         if moment is None:
             continue
-        made = [position[o] for o in line_operands if o in position and sizes.get(o, 0) >= min_bytes]
+        made = [position[o] for o in operands
+                if o in position and o in by_name and sum(list_scheduler.leaf_bytes(by_name[o].shape)) >= min_bytes]
         out.append(Update(i, name, moment[1], max(made, default=-1)))
     return sorted(out, key=lambda u: -u.wait)
 

@@ -505,7 +505,8 @@ def test_remat_trace_lists_the_optimizer_updates_that_wait(tmp_path, capsys):
               "%update = f32[8,8]{1,0} fusion(%w.1, %opt_state__mu____w__.1, %g, %h, %small), kind=kOutput",
               "ROOT %out = (f32[8,8]{1,0}) tuple(%update)"]
     order = ["w.1", "opt_state__mu____w__.1", "h", "g", "small", "update", "out"]
-    text = [pass_line.format(3066, "  " + line) for line in module]
+    printed = ["ENTRY %main () -> (f32[8,8]) {"] + ["  " + line for line in module] + ["}"]
+    text = [pass_line.format(3066, line) for line in printed]
     text.append(pass_line.format(2900, "Adjusted memory limit accounting for output"))
     for name in order:
         text += [pass_line.format(678, f"BeginInstruction {name}"), pass_line.format(2883, "  memory usage = 1024")]
