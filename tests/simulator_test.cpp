@@ -700,6 +700,58 @@ TEST_SUITE("simulator") {
   }
 
   TEST_CASE(
+      "simulator: under JAX a region runs a stage's complete branch first: the encoder's grid-node MLP, whose "
+      "output only the decoder reads (J33)") {
+    // In a checkpoint from the encoder to a processor step, outside it the
+    // decoder, XLA recomputes the encoder's grid embedding and grid-node
+    // MLP and runs the MLP's backward before it recomputes the rest of the
+    // region (GraphCast's own plan of 2026-12-04: the MLP's input gradient
+    // at #14950, the processors' recomputation from #16829; `mid`,
+    // encoder..processor.1: +10.0% with the region's reverse order, +3.7%
+    // with this one; docs/cost-model.md J33).
+    struct Order {
+      std::size_t branch_backward = 0, embed_recompute = 0, first_other_recompute = 0, last_recompute = 0;
+      std::size_t first_backward_in_region = 0;
+    };
+    auto order = [](const RunOptions& run, int from, int to) {
+      const CostGraph g = CostGraph::build(testing::tiny_model(2), run);
+      Plan plan = empty_plan(g.stages());
+      plan.checkpoints.push_back({from, to, {}});
+      const Report r = run_plan(g, plan, /*timeline=*/true);
+      Order o;
+      const std::vector<std::string> region(g.stages().begin() + from, g.stages().begin() + to + 1);
+      for (std::size_t i = 0; i < r.timeline.size(); ++i) {
+        const StepLocation& at = r.timeline[i].at;
+        if (at.pass == Pass::recompute) {
+          if (at.op == "encoder.grid_node_embed.linear0") o.embed_recompute = i;
+          if (!at.op.starts_with("encoder.grid_node") && !at.op.starts_with("encoder.grid_input") &&
+              o.first_other_recompute == 0)
+            o.first_other_recompute = i;
+          o.last_recompute = i;
+        }
+        if (at.pass == Pass::backward && at.op == "encoder.grid_node_mlp.linear0") o.branch_backward = i;
+        if (at.pass == Pass::backward && o.first_backward_in_region == 0 &&
+            std::find(region.begin(), region.end(), at.stage) != region.end())
+          o.first_backward_in_region = i;
+      }
+      return o;
+    };
+    // Encoder (0) to processor.1 (3): the branch first, then the rest.
+    const Order jax_order = order(jax(DType::bfloat16), 0, 3);
+    CHECK(jax_order.embed_recompute < jax_order.branch_backward);
+    CHECK(jax_order.branch_backward < jax_order.first_other_recompute);
+    // PyTorch's autograd differentiates the region after recomputing it.
+    const Order torch_order = order(pytorch_float32(), 0, 3);
+    CHECK(torch_order.branch_backward > torch_order.last_recompute);
+    // A branch that needs another stage of the region is no branch: in
+    // mesh_edge_embed (1) to processor.1 (3) only the decoder reads
+    // processor.1's node update, which reads processor.0's: the whole
+    // region is recomputed before any of its backward.
+    const Order later = order(jax(DType::bfloat16), 1, 3);
+    CHECK(later.first_backward_in_region > later.last_recompute);
+  }
+
+  TEST_CASE(
       "simulator: under JAX SiLU's backward makes no buffer: the first linear's output gradient is SiLU's (J21)") {
     // From the output MLP's second linear's backward to SiLU's, the
     // second linear's output gradient [G, 10] is let go. PyTorch's SiLU

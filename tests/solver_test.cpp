@@ -433,6 +433,38 @@ TEST_SUITE("solver") {
     }
   }
 
+  TEST_CASE("solver: exact where a region runs the encoder's complete branch first (J33)") {
+    // Under JAX a region from the encoder to a processor step recomputes
+    // and differentiates the encoder's grid-node MLP (only the decoder
+    // reads it) before the rest of the region: the encoder's replay as a
+    // plain child of such a region reports it as its early piece, which the
+    // region program puts before the region's recomputation. Composed
+    // exactly, at batch 1 and 2 and under float32, and not under PyTorch.
+    const Device device = load_device("a100-80gb");
+    const RunCase float32{"jax float32", Framework::jax, DType::float32, 1, 1};
+    for (const RunCase& c : {kRuns[4], kRuns[5], float32, kRuns[0]}) {
+      const std::string run_name = c.name;
+      CAPTURE(run_name);
+      const CostGraph g = graph_for(testing::tiny_model(3), c);
+      const int n = static_cast<int>(g.stages().size());
+      detail::ChainModel model(g, device);
+      const bool jax = c.framework == Framework::jax;
+      CHECK(model.complete_branch_first() == jax);
+      for (int to = 0; to + 1 < n; ++to) {
+        CAPTURE(to);
+        const detail::Effect& encoder = model.recompute_plain(0, 0, 1, 0, to);
+        // Up to mesh_edge_embed (1), which reads nothing of it, the whole
+        // encoder is its branch; from processor.0 (2) on, which reads its
+        // mesh side, the grid-node MLP alone.
+        CHECK((encoder.early_peak > 0) == jax);
+        CHECK((encoder.forward_peak > 0) == (to >= 2 || !jax));
+        Plan plan = empty_plan(g.stages());
+        plan.checkpoints.push_back({0, to, {}});
+        CHECK(model.predict(plan).peak_bytes == simulate(g, device, device.memory_bytes, plan).peak_bytes);
+      }
+    }
+  }
+
   TEST_CASE("solver: a step-checkpointed plan's peak is bounded below by the line through rollouts 3 and 4") {
     // What the solver's RolloutLine relies on: from rollout 3 on (first,
     // middle and last steps all present) the peak is convex in the rollout,

@@ -83,6 +83,7 @@ struct Column {
   int in_state = 0, out_state = 0;   // at boundaries stage + 1 and stage
   int out_flags = 0;                 // the state at `stage`'s flags (kWaits ...)
   std::int64_t f = 0, f_peak = 0;    // original forward
+  std::int64_t e = 0, e_peak = 0;    // its complete branch, run before its region's recomputation (J33)
   std::int64_t r = 0, r_peak = 0;    // the region's recomputation (kChild, kInner)
   std::int64_t ir = 0, ir_peak = 0;  // the inner region's recomputation (kInner)
   std::int64_t b = 0, b_peak = 0;    // backward
@@ -91,25 +92,26 @@ struct Column {
   double time_s = 0;                 // the stage's time is its mean over the steps
   bool loss() const { return role.kind == kPlain && blocks == 0; }
   // Everything the stage adds from the end of the loss's backward on.
-  std::int64_t backward_total() const { return r + ir + b - released_inner - released_region; }
+  std::int64_t backward_total() const { return e + r + ir + b - released_inner - released_region; }
 };
 
 // The events of the schedule, per rollout step k and stage u: its forward
-// (F), its recomputation in its region (R), its recomputation in its inner
+// (F), its complete branch run before its region's recomputation (E, J33),
+// its recomputation in its region (R), its recomputation in its inner
 // region (I), its backward (B); per step the loss's forward (LF) and
 // backward (LB); and the end. Where a stage has no such execution (R of a
 // plain stage), the event is the moment before its next execution, a real
 // state of the schedule too. The order (the simulator's): every step's
 // forward and loss, then the steps' backward passes from the last step to
 // the first, each the loss's backward then the stages right to left.
-enum Kind2 { kF, kR, kI, kB, kLF, kLB, kEnd };
+enum Kind2 { kF, kE, kR, kI, kB, kLF, kLB, kEnd };
 struct Event {
   Kind2 kind = kF;
   int step = 0;
   int u = 0;
 };
 
-bool is_backward(Kind2 k) { return k == kR || k == kI || k == kB; }
+bool is_backward(Kind2 k) { return k == kE || k == kR || k == kI || k == kB; }
 
 // Memory at event `e` of step k, stage u that column `col` of its own step
 // accounts for (without the loss's constants): what its stage's executions
@@ -122,6 +124,8 @@ std::int64_t within_step(Kind2 e, int u, const Column& col) {
   std::int64_t v = col.f;
   const Role& role = col.role;
   if (t == u) {
+    if (e == kE) return v + col.e_peak;
+    v += col.e;
     switch (e) {
       case kR: return v + (role.kind == kPlain ? 0 : col.r_peak);
       case kI: return v + (role.kind == kPlain ? 0 : role.kind == kChild ? col.r : col.r + col.ir_peak);
@@ -132,8 +136,11 @@ std::int64_t within_step(Kind2 e, int u, const Column& col) {
     }
   }
   if (!role.in_region(u)) return v + (t > u ? col.backward_total() : 0);  // another segment
-  // The same region: it recomputes left to right, then runs backward right
-  // to left, an inner region recomputing (saving) when its backward starts.
+  // The same region: its complete branches left to right, then it
+  // recomputes left to right, then runs backward right to left, an inner
+  // region recomputing (saving) when its backward starts.
+  if (e == kE) return v + (t < u ? col.e : 0);
+  v += col.e;
   const bool same_inner = role.in_inner(u);
   switch (e) {
     case kR: return v + (t < u ? col.r : 0);
@@ -230,9 +237,10 @@ SolverOptions options_of(bool nested) {
 
 // A state's flags besides the gradients in flight (J32): the decoder's
 // edge-embedding backward waits (inside a region: waited as the region's
-// recomputation started); inside a region, that recomputation runs it, and
-// a stage left of the boundary does.
-constexpr int kWaits = 1, kRegionRuns = 2, kRunsLeft = 4;
+// recomputation started); inside a region, that recomputation runs it, in
+// its complete branches (J33) or after them, and a stage left of the
+// boundary does (in that phase).
+constexpr int kWaits = 1, kRegionRuns = 2, kRunsLeft = 4, kBranchRuns = 8;
 
 // The program's columns and rows for one instance.
 struct Program {
@@ -323,7 +331,7 @@ Program build_program(const CostGraph& g, const Device& device, bool nested) {
             // Inside a region (a boundary right of s that is not its end)
             // the flags are the region's; a stage starting one needs none.
             const bool enters = role.kind == kPlain || s == role.b;
-            if (enters && (flags & (kRegionRuns | kRunsLeft))) continue;
+            if (enters && (flags & (kRegionRuns | kRunsLeft | kBranchRuns))) continue;
             Column col;
             col.step = k;
             col.stage = s;
@@ -355,7 +363,6 @@ Program build_program(const CostGraph& g, const Device& device, bool nested) {
             if (waits)
               pending = role.kind == kChild ? &model.recompute_plain(cls, s, blk, role.a, role.b, in, true)
                                             : &model.recompute_in_inner(cls, s, blk, role.a, role.b, role.c, true);
-            const bool runs = pending && pending->ran_deferred;
             const detail::Effect* backward = &rc;
             if (role.kind == kInner) {
               const detail::Effect& inner = model.inner_recompute(cls, s, blk, role.c, role.d, in);
@@ -371,27 +378,38 @@ Program build_program(const CostGraph& g, const Device& device, bool nested) {
             detail::GradState out = state;
             detail::ChainModel::hand_over(*backward, out);
             // The flags it hands on: whether the region's recomputation
-            // runs the waiting backward (chosen at the region's end, then
-            // carried) and whether a stage left of s does (chosen where s
-            // could run it, else carried). s runs it when it can and none
-            // to its left does.
-            for (int region_runs : {0, 1}) {
-              if (enters ? (region_runs && !waits) : region_runs != ((flags & kRegionRuns) ? 1 : 0)) continue;
-              const bool runs_left_of_next = enters ? region_runs : (flags & kRunsLeft);
-              for (int runs_left : {0, 1}) {
-                if (runs ? !runs_left_of_next : runs_left != static_cast<int>(runs_left_of_next)) continue;
-                if (s == role.a && runs_left) continue;
-                const bool here = runs && !runs_left;
-                Column x = col;
-                x.r = here ? pending->forward_delta : rc.forward_delta;
-                x.r_peak = here ? pending->forward_peak : rc.forward_peak;
-                x.out_flags =
-                    s == role.a ? (waits && !region_runs ? kWaits : 0)
-                                : (waits ? kWaits : 0) | (region_runs ? kRegionRuns : 0) | (runs_left ? kRunsLeft : 0);
-                x.out_state = intern(k, s, out, x.out_flags);
-                p.columns.push_back(x);
+            // runs the waiting backward, and whether in its complete
+            // branches, which all run first (chosen at the region's end,
+            // then carried), and whether a stage left of s does (chosen
+            // where s could run it, else carried). s runs it when it can
+            // in that phase and none to its left does; no branch can where
+            // the rest runs it.
+            for (int region_runs : {0, 1})
+              for (int branch_runs : {0, 1}) {
+                if (enters ? (region_runs && !waits) || (branch_runs && !region_runs)
+                           : region_runs != ((flags & kRegionRuns) ? 1 : 0) ||
+                                 branch_runs != ((flags & kBranchRuns) ? 1 : 0))
+                  continue;
+                if (!branch_runs && pending && pending->early_ran_deferred) continue;
+                const bool runs = pending && (branch_runs ? pending->early_ran_deferred : pending->ran_deferred);
+                const bool runs_left_of_next = enters ? region_runs : (flags & kRunsLeft);
+                for (int runs_left : {0, 1}) {
+                  if (runs ? !runs_left_of_next : runs_left != static_cast<int>(runs_left_of_next)) continue;
+                  if (s == role.a && runs_left) continue;
+                  const bool here = runs && !runs_left;
+                  const detail::Effect& r = here ? *pending : rc;
+                  Column x = col;
+                  x.r = (here && !branch_runs ? r : rc).forward_delta;
+                  x.r_peak = (here && !branch_runs ? r : rc).forward_peak;
+                  x.e = (here && branch_runs ? r : rc).early_delta;
+                  x.e_peak = (here && branch_runs ? r : rc).early_peak;
+                  x.out_flags = s == role.a ? (waits && !region_runs ? kWaits : 0)
+                                            : (waits ? kWaits : 0) | (region_runs ? kRegionRuns : 0) |
+                                                  (branch_runs ? kBranchRuns : 0) | (runs_left ? kRunsLeft : 0);
+                  x.out_state = intern(k, s, out, x.out_flags);
+                  p.columns.push_back(x);
+                }
               }
-            }
           }
       }
     }
@@ -402,7 +420,7 @@ Program build_program(const CostGraph& g, const Device& device, bool nested) {
     for (std::size_t j = 0; j < m; ++j) r.coefficients[j] = coefficient(e, p.columns[j]);
     p.memory.push_back(std::move(r));
   };
-  const std::string names[] = {"F", "R", "I", "B"};
+  const std::string names[] = {"F", "E", "R", "I", "B"};
   for (int k = 0; k < steps; ++k) {
     const std::string step = steps > 1 ? "step " + std::to_string(k) + " " : "";
     const std::int64_t before = forward_losses_before[static_cast<std::size_t>(k)];
@@ -416,7 +434,7 @@ Program build_program(const CostGraph& g, const Device& device, bool nested) {
     row(step + "loss backward", after_forward + (k == last ? last_loss.backward_peak : last_loss.backward_delta),
         {kLB, k, 0});
     for (int u = n - 1; u >= 0; --u)
-      for (Kind2 e : {kR, kI, kB})
+      for (Kind2 e : {kE, kR, kI, kB})
         row(step + names[e] + std::to_string(u), after_forward + last_loss.backward_delta, {e, k, u});
   }
   row("end", after_forward + last_loss.backward_delta, {kEnd, 0, 0});

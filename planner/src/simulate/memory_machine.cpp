@@ -639,23 +639,149 @@ void MemoryMachine::backward_region(const Item& item, std::int64_t block_rows, i
   if (hold_outputs)
     for (TensorId t : item.outputs)
       if (made_here(t)) ++uses_[static_cast<std::size_t>(t)];
-  recomputing_step_ = item.loop_body;
-  ++recompute_depth_;
-  forward(item.children, /*saving=*/true, block_rows, block, Pass::recompute);
-  --recompute_depth_;
-  recomputing_step_ = false;
   std::vector<int> held_outputs;
-  if (hold_outputs)
-    for (TensorId t : item.outputs)
-      if (made_here(t) && current(t) >= 0) held_outputs.push_back(current(t));
-  context_ = saved_context;
-  ++region_depth_;
-  backward(item.children, block_rows, block);
-  --region_depth_;
+  if (profile_.complete_branch_backward_first && region_depth_ == 0 && !in_loop_body_ && !stacking_residuals_ &&
+      block_rows == 0) {
+    recompute_and_backward(item, block_rows, block, saved_context);
+  } else {
+    recomputing_step_ = item.loop_body;
+    ++recompute_depth_;
+    forward(item.children, /*saving=*/true, block_rows, block, Pass::recompute);
+    --recompute_depth_;
+    recomputing_step_ = false;
+    if (hold_outputs)
+      for (TensorId t : item.outputs)
+        if (made_here(t) && current(t) >= 0) held_outputs.push_back(current(t));
+    context_ = saved_context;
+    ++region_depth_;
+    backward(item.children, block_rows, block);
+    --region_depth_;
+  }
   for (int b : held_outputs) release(b);
   release_kept(1, /*skipped=*/false);
   for (int b : step_inputs) release(b);
   in_loop_body_ = outer_loop_body;
+}
+
+// A top-level region's recomputation (in the context begun for it) and
+// backward (in `outer_context`, as every region's) in XLA's order (J33):
+// for each stage with a complete branch, in chain order, its branch and
+// the branch's ancestors recomputed, then the branch differentiated; then
+// the rest recomputed and the rest differentiated, in reverse.
+void MemoryMachine::recompute_and_backward(const Item& region, std::int64_t block_rows, int block, int outer_context) {
+  const auto& children = region.children;
+  std::vector<OpId> ops = ops_of(children);
+  std::sort(ops.begin(), ops.end());
+  const std::vector<EarlyRole> roles =
+      early_roles(children, [&](OpId id) { return std::binary_search(ops.begin(), ops.end(), id); });
+  std::vector<int> early_stages;
+  for (std::size_t i = 0; i < children.size(); ++i)
+    if (roles[i] == kEarlyBranch) {
+      const int stage = g_.op(children[i].op).stage;
+      if (std::find(early_stages.begin(), early_stages.end(), stage) == early_stages.end())
+        early_stages.push_back(stage);
+    }
+  const int region_context = context_;
+  const auto run = [&](const std::vector<Item>& recomputed, const std::vector<Item>& differentiated) {
+    context_ = region_context;
+    ++recompute_depth_;
+    forward(recomputed, /*saving=*/true, block_rows, block, Pass::recompute);
+    --recompute_depth_;
+    context_ = outer_context;
+    ++region_depth_;
+    backward(differentiated, block_rows, block);
+    --region_depth_;
+  };
+  if (early_stages.empty()) {
+    run(children, children);
+    return;
+  }
+  for (int stage : early_stages) {
+    std::vector<Item> recomputed, differentiated;
+    for (std::size_t i = 0; i < children.size(); ++i) {
+      if (roles[i] == kLate || g_.op(children[i].op).stage != stage) continue;
+      recomputed.push_back(children[i]);
+      if (roles[i] == kEarlyBranch) differentiated.push_back(children[i]);
+    }
+    run(recomputed, differentiated);
+  }
+  std::vector<Item> recomputed, differentiated;
+  for (std::size_t i = 0; i < children.size(); ++i) {
+    if (roles[i] == kLate) recomputed.push_back(children[i]);
+    if (roles[i] != kEarlyBranch) differentiated.push_back(children[i]);
+  }
+  run(recomputed, differentiated);
+}
+
+// A stage's complete branch in a region: its plain ops whose outputs only
+// ops after the region or other such ops of the stage read (their
+// gradients are complete when the region's backward starts), provided
+// that the activations the branch reads or lets go (Op::releases_held),
+// and its ancestors do, are made by plain ops of the same stage in the
+// region that no other stage of the region reads (recomputing and
+// differentiating it then need nothing of another stage, and give it
+// nothing).
+std::vector<MemoryMachine::EarlyRole> MemoryMachine::early_roles(const std::vector<Item>& children,
+                                                                 const std::function<bool(OpId)>& in_region) const {
+  std::vector<EarlyRole> roles(children.size(), kLate);
+  // Plain children by op, and the branch, found from the last child back.
+  std::vector<std::pair<OpId, std::size_t>> plain;
+  for (std::size_t i = 0; i < children.size(); ++i)
+    if (children[i].kind == Item::Kind::op) plain.emplace_back(children[i].op, i);
+  std::sort(plain.begin(), plain.end());
+  const auto child_of = [&](OpId id) -> std::ptrdiff_t {
+    const auto it = std::lower_bound(plain.begin(), plain.end(), std::make_pair(id, std::size_t{0}));
+    return it != plain.end() && it->first == id ? static_cast<std::ptrdiff_t>(it->second) : -1;
+  };
+  for (std::size_t i = children.size(); i-- > 0;) {
+    if (children[i].kind != Item::Kind::op) continue;
+    bool read = false, complete = true;
+    for (TensorId t : g_.op(children[i].op).outputs)
+      for (OpId c : g_.consumers(t)) {
+        read = true;
+        if (!in_region(c)) continue;
+        const std::ptrdiff_t k = child_of(c);
+        complete = complete && k >= 0 && roles[static_cast<std::size_t>(k)] == kEarlyBranch &&
+                   g_.op(c).stage == g_.op(children[i].op).stage;
+      }
+    if (read && complete) roles[i] = kEarlyBranch;
+  }
+  // Each stage's branch with its ancestors, or none of it.
+  std::vector<int> stages;
+  for (std::size_t i = 0; i < children.size(); ++i)
+    if (roles[i] == kEarlyBranch) stages.push_back(g_.op(children[i].op).stage);
+  std::sort(stages.begin(), stages.end());
+  stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
+  for (int stage : stages) {
+    std::vector<EarlyRole> with = roles;
+    bool valid = true;
+    for (std::size_t i = children.size(); i-- > 0 && valid;) {
+      if (with[i] == kLate || g_.op(children[i].op).stage != stage) continue;
+      const Op& op = g_.op(children[i].op);
+      std::vector<TensorId> reads = op.inputs;  // and the holds it lets go (made in its stage)
+      reads.insert(reads.end(), op.releases_held.begin(), op.releases_held.end());
+      for (TensorId t : reads) {
+        const OpId p = g_.producer(t);
+        if (p < 0) continue;
+        const std::ptrdiff_t k = in_region(p) ? child_of(p) : -1;
+        if (k < 0 || g_.op(p).stage != stage) {
+          valid = false;
+          break;
+        }
+        if (with[static_cast<std::size_t>(k)] != kLate) continue;
+        with[static_cast<std::size_t>(k)] = kEarlyAncestor;
+        // What another stage of the region reads of it must wait for
+        // that stage's backward: not a branch that runs first.
+        for (TensorId u : g_.op(p).outputs)
+          for (OpId c : g_.consumers(u)) valid = valid && (!in_region(c) || g_.op(c).stage == stage);
+      }
+    }
+    for (std::size_t i = 0; i < children.size(); ++i) {
+      if (children[i].kind != Item::Kind::op || g_.op(children[i].op).stage != stage) continue;
+      roles[i] = valid ? with[i] : kLate;
+    }
+  }
+  return roles;
 }
 
 // What XLA's backward loop body holds through a step's backward besides the
@@ -665,17 +791,7 @@ void MemoryMachine::backward_region(const Item& item, std::int64_t block_rows, i
 // float32 cotangent, which the residual on the last frame adds to the
 // carry's (J9).
 std::vector<int> MemoryMachine::hold_loop_body_step_inputs(const Item& step) {
-  std::vector<OpId> ops;
-  std::vector<const Item*> stack{&step};
-  while (!stack.empty()) {
-    const Item* item = stack.back();
-    stack.pop_back();
-    for (const Item& c : item->children)
-      if (c.kind == Item::Kind::op)
-        ops.push_back(c.op);
-      else
-        stack.push_back(&c);
-  }
+  const std::vector<OpId> ops = ops_of(step.children);
   TensorId carry = -1, next = -1, prediction = -1;
   for (OpId id : ops)
     if (const Op& op = g_.op(id); op.kind == OpKind::next_input && op.inputs.size() > 1) {

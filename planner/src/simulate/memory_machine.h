@@ -14,6 +14,7 @@
 // the replay only needs the peak.
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "actmem/cost/cost_graph.h"
@@ -143,6 +144,14 @@ class MemoryMachine {
   // the deferred ops off.
   int recompute_depth_ = 0;
 
+  // ---- a region's complete branches, first (J33) ----
+  // Per item of `items` (a top-level region's children, or one stage's
+  // items of them): kEarlyBranch or kEarlyAncestor where its stage's
+  // complete branch runs first, else kLate. `in_region(op)`: op runs in
+  // the region (the ops of `items` do).
+  enum EarlyRole : char { kLate, kEarlyAncestor, kEarlyBranch };
+  std::vector<EarlyRole> early_roles(const std::vector<Item>& items, const std::function<bool(OpId)>& in_region) const;
+
   // ---- execution ----
   // `saving`: ops keep what the framework keeps for backward (false inside
   // a checkpoint during the forward pass).
@@ -207,6 +216,7 @@ class MemoryMachine {
   void forward_blocks(const Item& item, bool saving, Pass pass);
   int skip_forward_blocks(const Item& item, std::int64_t block_rows, std::int64_t count, Pass pass);
   void backward_region(const Item& item, std::int64_t block_rows, int block);
+  void recompute_and_backward(const Item& region, std::int64_t block_rows, int block, int outer_context);
   void backward_blocks(const Item& item);
   void backward_blocks_in_turn(const Item& item);
   bool sample_xla_blocked_backward(const Item& item);

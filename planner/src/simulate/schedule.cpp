@@ -133,6 +133,19 @@ std::vector<Item> wrap(const CostGraph& g, const std::vector<Region>& regions,
 
 }  // namespace
 
+std::vector<OpId> ops_of(const std::vector<Item>& items) {
+  std::vector<OpId> ops;
+  for (const Item& item : items) {
+    if (item.kind == Item::Kind::op) {
+      ops.push_back(item.op);
+      continue;
+    }
+    const std::vector<OpId> inside = ops_of(item.children);
+    ops.insert(ops.end(), inside.begin(), inside.end());
+  }
+  return ops;
+}
+
 std::vector<std::int64_t> block_sizes(std::int64_t n, std::int64_t blocks) {
   std::vector<std::int64_t> sizes(static_cast<std::size_t>(blocks), n / blocks);
   for (std::int64_t i = 0; i < n % blocks; ++i) ++sizes[static_cast<std::size_t>(i)];

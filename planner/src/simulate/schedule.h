@@ -42,6 +42,9 @@ struct Schedule {
 
 Schedule build_schedule(const CostGraph& graph, const Plan& plan);
 
+// The ops of `items` and of everything inside them, in schedule order.
+std::vector<OpId> ops_of(const std::vector<Item>& items);
+
 // Sizes of B contiguous blocks of n items: the first n mod B are one larger.
 std::vector<std::int64_t> block_sizes(std::int64_t n, std::int64_t blocks);
 

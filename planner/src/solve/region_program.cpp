@@ -1,5 +1,6 @@
 #include "solve/region_program.h"
 
+#include <algorithm>
 #include <array>
 
 namespace actmem::detail {
@@ -34,8 +35,23 @@ std::vector<RegionGroup> RegionProgram::solve(int a, int b, const ClassGrads& gr
 void RegionProgram::keep_front(std::vector<Label>& labels, bool pending) const {
   if (pending) {
     keep_pareto_front(labels, [&](const Label& l) {
+      return class_values<5>(ctx_.classes(), [&](int c) {
+        const RegionSums& s = l.sums[c];
+        return std::array{s.forward.peak, s.folded.peak, s.folded_pending.peak, s.early.peak, s.early_pending.peak};
+      });
+    });
+    return;
+  }
+  // Labels whose complete branches peak alike compare on the other two.
+  const bool early_alike = std::all_of(labels.begin(), labels.end(), [&](const Label& l) {
+    for (int c = 0; c < ctx_.classes(); ++c)
+      if (l.sums[c].early.peak != labels.front().sums[c].early.peak) return false;
+    return true;
+  });
+  if (!early_alike) {
+    keep_pareto_front(labels, [&](const Label& l) {
       return class_values<3>(ctx_.classes(), [&](int c) {
-        return std::array{l.sums[c].forward.peak, l.sums[c].folded.peak, l.sums[c].folded_pending.peak};
+        return std::array{l.sums[c].forward.peak, l.sums[c].folded.peak, l.sums[c].early.peak};
       });
     });
     return;
@@ -76,11 +92,13 @@ void RegionProgram::add(Table& table, const Bucket<Label>& from, const PerClass<
   for (int c = 0; c < ctx_.classes(); ++c) {
     const RegionSums& s = from.labels.front().sums[c];
     const RegionPieces& p = pieces[c];
-    key.insert(key.end(), {s.forward.sum + p.forward.delta, s.folded.sum + p.recompute.delta + p.backward.delta});
+    key.insert(key.end(), {s.forward.sum + p.forward.delta, s.folded.sum + p.recompute.delta + p.backward.delta,
+                           s.early.sum + p.early.delta});
     if (table.pending) {
       RegionSums next = s;
       next.prepend(p);
-      key.insert(key.end(), {next.folded_pending.sum, next.set_off ? 1 : 0});
+      key.insert(key.end(),
+                 {next.folded_pending.sum, next.set_off ? 1 : 0, next.early_pending.sum, next.early_set_off ? 1 : 0});
     }
   }
   Buckets<Label>& into = table.at[static_cast<std::size_t>(left)];
@@ -110,10 +128,10 @@ std::vector<RegionGroup> RegionProgram::close(Table& table) {
       RegionOption o;
       for (int c = 0; c < ctx_.classes(); ++c) {
         const RegionSums& s = label.sums[c];
-        const Run& folded = table.pending ? s.folded_pending : s.folded;
-        const std::int64_t backward_bytes = folded.sum - kept[static_cast<std::size_t>(c)];
-        o.effects.push_back({{s.forward.sum, s.forward.peak}, {backward_bytes, folded.peak}});
-        o.sets_off = o.sets_off || (table.pending && s.set_off);
+        const Run backward = s.backward(table.pending);
+        const std::int64_t backward_bytes = backward.sum - kept[static_cast<std::size_t>(c)];
+        o.effects.push_back({{s.forward.sum, s.forward.peak}, {backward_bytes, backward.peak}});
+        o.sets_off = o.sets_off || (table.pending && s.sets_off());
       }
       o.time_s = label.time_s;
       o.segment = segment_of(table, label);
@@ -164,12 +182,17 @@ const std::vector<RegionProgram::ChildOption>& RegionProgram::child_options(int 
                            {r.forward_delta, r.forward_peak},
                            {r.backward_delta, r.backward_peak},
                            {rp.forward_delta, rp.forward_peak},
-                           rp.ran_deferred};
+                           rp.ran_deferred,
+                           {r.early_delta, r.early_peak},
+                           {rp.early_delta, rp.early_peak},
+                           rp.early_ran_deferred};
       o.pieces.push_back(p);
       cost.costs.insert(cost.costs.end(),
                         {p.forward.delta, p.forward.peak, p.recompute.delta, p.recompute.peak, p.backward.delta,
-                         p.backward.peak, p.recompute_pending.delta, p.recompute_pending.peak});
+                         p.backward.peak, p.recompute_pending.delta, p.recompute_pending.peak, p.early.delta,
+                         p.early.peak, p.early_pending.delta, p.early_pending.peak});
       cost.same.push_back(p.sets_off ? 1 : 0);
+      cost.same.push_back(p.early_sets_off ? 1 : 0);
     }
     const std::vector<std::int64_t> boundary_at_t = ctx_.boundary_key(t, o.grads);
     cost.same.insert(cost.same.end(), boundary_at_t.begin(), boundary_at_t.end());

@@ -50,6 +50,10 @@ ChainModel::ChainModel(const CostGraph& graph, const Device& device, std::option
       steps_(static_cast<int>(graph.run().rollout)),
       edges_(edges_per_stage(graph.chain())),
       scratch_(graph.tensors().size(), true) {
+  // The simulator's condition (MemoryMachine::backward_region): top-level
+  // regions outside a scanned loop.
+  complete_branch_first_ = rg_.profile.complete_branch_backward_first && !loop_ &&
+                           !rg_.profile.stacks_linearization_residuals(graph.run(), /*step_checkpoint=*/false);
   set_step_classes();
   for (int step : class_steps_) translates_.push_back(stage_translates(rg_, step, edges_));
   find_stage_neighbours();
@@ -185,6 +189,9 @@ Effect ChainModel::run(int c, int s, std::int64_t blocks, StageContext ctx, cons
            {},
            r.defers,
            r.ran_deferred};
+  e.early_delta = r.early.delta_bytes;
+  e.early_peak = r.early.peak_bytes;
+  e.early_ran_deferred = r.early_ran_deferred;
   if (r.defers) deferred_ = r.deferred;
   for (auto [t, bytes] : r.outgoing_grads) {
     if (moved) t = translate.of_base(t);
@@ -194,9 +201,19 @@ Effect ChainModel::run(int c, int s, std::int64_t blocks, StageContext ctx, cons
 }
 
 const StageRun& ChainModel::replay(int c, int stage, std::int64_t blocks, const StageContext& ctx) {
-  ReplayKey key{
-      c,          stage,           blocks,        ctx.original_forward, ctx.context_lo,     ctx.context_hi,
-      ctx.saving, ctx.held_before, ctx.in_region, ctx.hold_outputs,     ctx.incoming_grads, ctx.deferred_pending};
+  ReplayKey key{c,
+                stage,
+                blocks,
+                ctx.original_forward,
+                ctx.context_lo,
+                ctx.context_hi,
+                ctx.saving,
+                ctx.held_before,
+                ctx.in_region,
+                ctx.hold_outputs,
+                ctx.incoming_grads,
+                ctx.deferred_pending,
+                ctx.complete_branch_first};
   if (auto it = replays_.find(key); it != replays_.end()) return it->second;
   const int step = class_steps_[static_cast<std::size_t>(c)];
   return replays_.emplace(std::move(key), replay_stage(rg_, items(step, stage, blocks), step, stage, ctx, scratch_))
@@ -274,19 +291,21 @@ void ChainModel::set_pending(StageContext& ctx, bool pending) const {
 }
 
 const Effect& ChainModel::saving_recompute(int c, int s, std::int64_t blocks, int kind, int lo, int hi,
-                                           bool hold_outputs, const std::vector<std::int64_t>& in, bool pending) {
+                                           bool hold_outputs, const std::vector<std::int64_t>& in, bool pending,
+                                           bool complete_branch_first) {
   lo = norm_lo(s, lo);
   hi = norm_hi(s, hi);
   StageContext ctx = StageContext::recomputation(lo, hi);
   ctx.in_region = true;
   ctx.hold_outputs = hold_outputs;
+  ctx.complete_branch_first = complete_branch_first;
   set_pending(ctx, pending);
   return cached({c, s, blocks, kind, lo, hi, 0, pending}, in, ctx);
 }
 
 const Effect& ChainModel::recompute_plain(int c, int s, std::int64_t blocks, int a, int b,
                                           const std::vector<std::int64_t>& in, bool pending) {
-  return saving_recompute(c, s, blocks, kRecomputePlain, a, b, false, in, pending);
+  return saving_recompute(c, s, blocks, kRecomputePlain, a, b, false, in, pending, complete_branch_first_);
 }
 
 const Effect& ChainModel::recompute_in_inner(int c, int s, std::int64_t blocks, int a, int b, int inner_from,
@@ -343,6 +362,11 @@ struct MemoryWalk {
     peak = std::max(peak, mem + e.forward_peak);
     mem += e.forward_delta;
   }
+  // A complete branch run before its region's recomputation (J33).
+  void early(const Effect& e) {
+    peak = std::max(peak, mem + e.early_peak);
+    mem += e.early_delta;
+  }
   void backward(const Effect& e, GradState& grads) {
     peak = std::max(peak, mem + e.backward_peak);
     mem += e.backward_delta;
@@ -390,12 +414,20 @@ void backward_inner(ChainModel& m, const Plan& plan, int c, const Region& in, in
   w.mem -= held_outputs + m.kept_bytes(c, in.from, in.to, a, in.from);
 }
 
-// A region's recomputation (its pieces in order; one of them may run the
-// waiting edge-embedding backward, J32), then its backward (in reverse),
-// then what its checkpoint kept is let go.
+// A region's complete branches (J33), its recomputation (its pieces in
+// order; one of them may run the waiting edge-embedding backward, J32),
+// then its backward (in reverse), then what its checkpoint kept is let go.
+// A branch's replay needs only the gradients of what the region's later
+// stages do not read, as they stand when the region starts.
 void backward_region(ChainModel& m, const Plan& plan, int c, const Region& region, MemoryWalk& w, GradState& grads,
                      bool& pending) {
   const int a = region.from, b = region.to;
+  for (int t = a; t <= b && m.complete_branch_first(); ++t) {
+    if (inner_region_of(region, t)) continue;
+    const Effect& e = m.recompute_plain(c, t, blocks_of(plan, t), a, b, m.signature(c, t, grads), pending);
+    w.early(e);
+    pending = pending && !e.early_ran_deferred;
+  }
   for (int t = a; t <= b; ++t) {
     const Region* in = inner_region_of(region, t);
     const Effect& e = in ? m.recompute_in_inner(c, t, blocks_of(plan, t), a, b, in->from, pending)

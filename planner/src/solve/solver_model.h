@@ -37,6 +37,12 @@ struct Effect {
   // J32: its backward leaves the decoder's edge-embedding backward waiting
   // (ChainModel::deferred() runs it); its forward, pending, ran it.
   bool defers = false, ran_deferred = false;
+  // J33, a plain child of a top-level region: its complete branch's
+  // recomputation and backward, run before the region's recomputation
+  // (zero where it has none; the other fields are then the rest's), and
+  // whether that ran the waiting edge-embedding backward.
+  std::int64_t early_delta = 0, early_peak = 0;
+  bool early_ran_deferred = false;
 };
 
 // Gradient buffers in flight between stages during the backward pass:
@@ -114,6 +120,9 @@ class ChainModel {
   // What running the waiting edge-embedding backward does (J32; zero
   // unless some plain decoder's Effect::defers).
   const DeferredEffect& deferred() const { return deferred_; }
+  // Whether a top-level region's plain children may run a complete branch
+  // first (J33: Effect::early_*).
+  bool complete_branch_first() const { return complete_branch_first_; }
   // Inside inner region [c0, d]: its recomputation (saving) and backward.
   const Effect& inner_recompute(int c, int s, std::int64_t blocks, int c0, int d,
                                 const std::vector<std::int64_t>& in = {});
@@ -176,7 +185,8 @@ class ChainModel {
   // A recomputation of stage s that saves (then its backward) in the
   // context of stages [lo, hi] (normalised here); `kind` keys the cache.
   const Effect& saving_recompute(int c, int s, std::int64_t blocks, int kind, int lo, int hi, bool hold_outputs,
-                                 const std::vector<std::int64_t>& in, bool pending = false);
+                                 const std::vector<std::int64_t>& in, bool pending = false,
+                                 bool complete_branch_first = false);
   // The context's J32 fields: the edge-embedding backward waiting, or not.
   void set_pending(StageContext& ctx, bool pending) const;
   Effect run(int c, int s, std::int64_t blocks, StageContext ctx, const std::vector<std::int64_t>& in);
@@ -195,6 +205,7 @@ class ChainModel {
     bool in_region = false, hold_outputs = false;
     std::vector<std::pair<TensorId, std::int64_t>> incoming_grads;
     bool deferred_pending = false;
+    bool complete_branch_first = false;
     auto operator<=>(const ReplayKey&) const = default;
   };
   std::map<ReplayKey, StageRun> replays_;
@@ -222,6 +233,7 @@ class ChainModel {
   std::vector<int> class_multiplicity_;  // steps per class
   std::int64_t static_bytes_ = 0;
   DeferredEffect deferred_;  // J32: measured by the plain decoder's replay
+  bool complete_branch_first_ = false;
   std::vector<double> stage_time_s_, edge_time_s_;
   std::vector<std::int64_t> edges_;
   TensorState scratch_;  // the replays' (one at a time)

@@ -108,8 +108,7 @@ class Replay : MemoryMachine {
   }
 
   StageRun run(const std::vector<Item>& items) {
-    std::vector<OpId> ops;
-    collect_ops(items, ops);
+    const std::vector<OpId> ops = ops_of(items);
     reset_state(ops);
     const Keys keys = context_keys();
     const std::vector<TensorId> externals = external_inputs(ops, keys);
@@ -119,18 +118,23 @@ class Replay : MemoryMachine {
     const std::vector<TensorId> held_outputs = count_output_uses(ops, keys);
 
     StageRun result;
+    std::vector<Item> rest_recomputed, rest_differentiated;
+    const bool branch = ctx_.complete_branch_first && ctx_.saving && !ctx_.original_forward &&
+                        run_complete_branch(items, keys, rest_recomputed, rest_differentiated, result);
+    const std::vector<Item>& recomputed = branch ? rest_recomputed : items;
+    const std::vector<Item>& differentiated = branch ? rest_differentiated : items;
     const std::int64_t start = live();
     peak_ = start;
     // A loop body's original forward pass is the step's recomputation;
     // any other context is a checkpoint's.
     recomputing_step_ = rg_.loop_body && ctx_.original_forward;
     recompute_depth_ = ctx_.original_forward ? 0 : 1;  // a region's recomputation
-    forward(items, ctx_.saving, 0, -1, rg_.loop_body || !ctx_.original_forward ? Pass::recompute : Pass::forward);
+    forward(recomputed, ctx_.saving, 0, -1, rg_.loop_body || !ctx_.original_forward ? Pass::recompute : Pass::forward);
     recompute_depth_ = 0;
     recomputing_step_ = false;
     result.forward = {peak_ - start, live() - start};
-    result.ran_deferred = ran_deferred_elsewhere_;
-    if (ctx_.saving) run_backward(items, ops, externals, read_later, held_outputs, result);
+    result.ran_deferred = ran_deferred_elsewhere_ && !result.early_ran_deferred;
+    if (ctx_.saving) run_backward(differentiated, ops, externals, read_later, held_outputs, result);
     return result;
   }
 
@@ -223,6 +227,52 @@ class Replay : MemoryMachine {
     return held_outputs;
   }
 
+  // J33: the stage's complete branch in its region, if it has one (then
+  // true), recomputed with its ancestors and differentiated
+  // (StageRun::early), with the gradients that exist as the region's
+  // backward starts (of tensors read after the region); `recomputed` and
+  // `differentiated` get the rest. The machine's early_roles() on the
+  // stage's items, the region being the context's stages.
+  bool run_complete_branch(const std::vector<Item>& items, const Keys& keys, std::vector<Item>& recomputed,
+                           std::vector<Item>& differentiated, StageRun& result) {
+    const std::vector<EarlyRole> roles = early_roles(items, [&](OpId id) {
+      const int k = rg_.op_key[static_cast<std::size_t>(id)];
+      return k >= keys.lo && k <= keys.hi;
+    });
+    if (std::find(roles.begin(), roles.end(), kEarlyBranch) == roles.end()) return false;
+    allocate_incoming(keys, /*read_after_region=*/true);
+    allocated_read_after_region_ = true;
+    std::vector<Item> early_recomputed, early_differentiated;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      (roles[i] == kLate ? recomputed : early_recomputed).push_back(items[i]);
+      (roles[i] == kEarlyBranch ? early_differentiated : differentiated).push_back(items[i]);
+    }
+    const std::int64_t start = live();
+    peak_ = start;
+    recompute_depth_ = 1;
+    forward(early_recomputed, /*saving=*/true, 0, -1, Pass::recompute);
+    recompute_depth_ = 0;
+    region_depth_ = 1;
+    backward(early_differentiated, 0, -1);
+    region_depth_ = 0;
+    result.early = {peak_ - start, live() - start};
+    result.early_ran_deferred = ran_deferred_elsewhere_;
+    return true;
+  }
+
+  // The gradients flowing in from later stages (StageContext::
+  // incoming_grads): those of tensors read after the context
+  // (`read_after_region`), or the others. Called once for each.
+  void allocate_incoming(const Keys& keys, bool read_after_region) {
+    for (TensorId t : rg_.incoming[static_cast<std::size_t>(step_)][static_cast<std::size_t>(stage_)]) {
+      if (consumed_after(t, keys.hi, kNoEnd) != read_after_region) continue;
+      std::int64_t bytes = tensor(t).gradient_bytes();
+      for (const auto& [u, b] : ctx_.incoming_grads)
+        if (u == t) bytes = b;
+      grad(t) = allocate(bytes, kGradients, 1);
+    }
+  }
+
   // Backward: gradients flowing in from later stages; for the loss, its
   // seed (the held loss goes when all seeds exist).
   void run_backward(const std::vector<Item>& items, const std::vector<OpId>& ops,
@@ -233,12 +283,9 @@ class Replay : MemoryMachine {
     for (OpId id : ops) seed_gradients(g_.op(id));
     for (int b : losses_) release(b);
     result.backward_prelude_bytes = live() - prelude;
-    for (TensorId t : rg_.incoming[static_cast<std::size_t>(step_)][static_cast<std::size_t>(stage_)]) {
-      std::int64_t bytes = tensor(t).gradient_bytes();
-      for (const auto& [u, b] : ctx_.incoming_grads)
-        if (u == t) bytes = b;
-      grad(t) = allocate(bytes, kGradients, 1);
-    }
+    const Keys keys = context_keys();
+    if (!allocated_read_after_region_) allocate_incoming(keys, true);
+    allocate_incoming(keys, false);
     const std::int64_t start = live();
     peak_ = start;
     region_depth_ = ctx_.in_region ? 1 : 0;
@@ -275,15 +322,6 @@ class Replay : MemoryMachine {
     return false;
   }
 
-  void collect_ops(const std::vector<Item>& items, std::vector<OpId>& ops) const {
-    for (const Item& item : items) {
-      if (item.kind == Item::Kind::op)
-        ops.push_back(item.op);
-      else
-        collect_ops(item.children, ops);
-    }
-  }
-
   // Only the peak matters here; time is the search's (additive) concern.
   void on_forward(const Op&, double, Pass) override {}
   void on_backward(const Op&, double) override {}
@@ -296,6 +334,7 @@ class Replay : MemoryMachine {
   StageContext ctx_;
   TensorState& state_;
   std::int64_t peak_ = 0;
+  bool allocated_read_after_region_ = false;  // by run_complete_branch()
 };
 
 }  // namespace

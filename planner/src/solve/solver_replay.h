@@ -68,6 +68,10 @@ struct StageContext {
   // deferred.threshold bytes runs it first (deferred's peak and delta).
   bool deferred_pending = false;
   DeferredEffect deferred;
+  // The recomputation of a top-level region outside a scanned loop: the
+  // stage's complete branch, if any, is recomputed and differentiated
+  // before the region's recomputation (J33, StageRun::early).
+  bool complete_branch_first = false;
 
   // The recomputation of stages [lo, hi] of a region (not the original
   // forward pass); everything else as the defaults.
@@ -97,6 +101,13 @@ struct StageRun {
   DeferredEffect deferred;
   // With ctx.deferred_pending: the forward execution ran it.
   bool ran_deferred = false;
+  // With ctx.complete_branch_first: the stage's complete branch and its
+  // ancestors recomputed, then the branch differentiated, before the
+  // region's recomputation (zero where it has none; `forward` and
+  // `backward` are then the rest's); and whether that ran the waiting
+  // edge-embedding backward (then `ran_deferred` is false).
+  StageEffect early;
+  bool early_ran_deferred = false;
 };
 
 // Facts about the whole graph the replay needs, computed once.

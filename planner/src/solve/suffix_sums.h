@@ -101,6 +101,11 @@ struct RegionPieces {
   Piece forward, recompute, backward;
   Piece recompute_pending = {};
   bool sets_off = false;
+  // J33: the piece's complete branch, recomputed and differentiated before
+  // the region's recomputation (zero: none); with the edge-embedding
+  // backward waiting (early_pending; whether it runs it: early_sets_off).
+  Piece early = {}, early_pending = {};
+  bool early_sets_off = false;
 };
 
 // Stages t..b of a region [a, b] in one class: the original forward, and
@@ -111,7 +116,20 @@ struct RegionPieces {
 struct RegionSums {
   Run forward, folded, folded_pending;
   bool set_off = false;
+  // J33: the pieces' complete branches, left to right, which run before
+  // all of `folded`; the same with the edge-embedding backward waiting,
+  // run by the leftmost that can (early_set_off: one did).
+  Run early, early_pending;
+  bool early_set_off = false;
   void prepend(const RegionPieces& p) {
+    if (p.early_sets_off) {
+      early_pending = early;
+      early_pending.prepend(p.early_pending);
+      early_set_off = true;
+    } else {
+      early_pending.prepend(p.early);
+    }
+    early.prepend(p.early);
     forward.prepend(p.forward);
     if (p.sets_off) {
       folded_pending = folded;
@@ -122,6 +140,18 @@ struct RegionSums {
     }
     folded.prepend_around(p.recompute, p.backward);
   }
+  // The region's recomputation and backward: the early branches, then the
+  // rest folded; with the edge-embedding backward waiting as it starts,
+  // `pending` (then whether it ran: sets_off()).
+  Run backward(bool pending) const {
+    const Run& first = pending ? early_pending : early;
+    const Run& then = pending && !early_set_off ? folded_pending : folded;
+    Run run = then;
+    run.peak = std::max(first.peak, first.sum + then.peak);
+    run.sum += first.sum;
+    return run;
+  }
+  bool sets_off() const { return early_set_off || set_off; }
   auto operator<=>(const RegionSums&) const = default;
 };
 

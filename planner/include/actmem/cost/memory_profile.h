@@ -128,6 +128,13 @@ struct MemoryProfile {
   // layer, or the backward pass ends (XLA's list scheduler, J32; batch 1:
   // at batch 2 XLA runs it at once).
   bool decoder_edge_embedding_backward_deferred = false;
+  // A top-level checkpoint's backward outside a scanned loop: a stage's
+  // ops whose outputs only what runs after the region reads (a branch
+  // whose gradient is complete when the region's backward starts, and
+  // that needs nothing of another stage) are recomputed, with their
+  // ancestors, and differentiated before the rest of the region is
+  // recomputed (XLA's list scheduler, J33).
+  bool complete_branch_backward_first = false;
   // The grid input a step assembles before the network (the frames, the
   // forcings and the static channels concatenated in the activation dtype:
   // the concat ops that read model inputs) is made outside every
