@@ -52,7 +52,9 @@ class Case:
     now, stale_actmem_plan()), "nested" (nested_plan()) or the name of a
     folder of fixed plans (fixed_plan_file()): "earlier-actmem",
     "earlier-actmem-2" (plans `actmem fit` printed for the case before the
-    solver changed), "decoder-outside" (J32's plan at other runs)."""
+    solver changed), "decoder-outside" (J32's plan at other runs),
+    "encoder-region" (one region from the encoder to the last processor
+    step, J33's)."""
     name: str
     model: str
     plan: str
@@ -157,6 +159,11 @@ def cases() -> list[Case]:
     # J32 as first written was +21.7% (2026-12-05)
     spec += (("graphcast-operational", "decoder-outside", 1, False, "float32", 1),
              ("graphcast-operational", "decoder-outside", 1, False, "bfloat16", 2))
+    # one region from the encoder to the last processor step, the decoder
+    # outside: the encoder's grid-node MLP's recomputation and backward run
+    # first (J33; added 2026-12-05, graphcast-small predicted before measured)
+    spec += tuple((m, "encoder-region", 1, False, d, b) for m, d, b in (
+        ("mid", "bfloat16", 1), ("mid", "bfloat16", 2), ("mid", "float32", 1), ("graphcast-small", "bfloat16", 1)))
     out = [Case(f"{m} {p} r{r}{' step' if sc else ''} {d} b{b}", m, p, d, b, r, sc) for m, p, r, sc, d, b in spec]
     for plan, rollout, step_ckpt, dtype, batch in (("none", 1, False, "bfloat16", 1),
                                                    ("nested", 2, True, "bfloat16", 1),
@@ -175,14 +182,6 @@ def cases() -> list[Case]:
 # Cases whose miss is understood and not yet modelled (docs/validation-jax.md):
 # they are reported, and do not fail the run.
 KNOWN_GAPS = {
-    # rollout 1: GraphCast's earliest own plan
-    "graphcast earlier-actmem r1 bfloat16 b1": "+10.5%, over: in its one region from the encoder to processor 15 "
-                                               "XLA runs the encoder's grid-node MLP's recomputation and backward "
-                                               "first (#14950, before the processors' recomputation at #16829): its "
-                                               "output only the decoder reads, so its gradient is complete; it holds "
-                                               "one 1 GiB gradient (fusion.597) where actmem holds that MLP's three "
-                                               "recomputed buffers and the decoder's gradient to the region's end "
-                                               "(4 GiB); not modelled",
     # rollouts without step checkpoints (J11)
     "graphcast deepmind r4 bfloat16 b1": "-6.2%, under: XLA's rollout without step checkpoints, batch axis kept, "
                                          "is 2.0% over the program without it (actmem -0.2% there); not located",
