@@ -70,6 +70,23 @@ struct Run {
   auto operator<=>(const Run&) const = default;
 };
 
+// `pending`: a sequence like `plain` in which the decoder's waiting
+// edge-embedding backward (J32) runs in the leftmost piece that can run it
+// (`set_off`: one does). Puts a piece before both, given as it runs
+// without (`piece`) and with it run (`piece_pending`, when `sets_off`):
+// one that runs it restarts `pending` from `plain` (call before `plain`
+// takes the piece), since what runs after it runs as without.
+inline void prepend_pending(Run& pending, bool& set_off, const Run& plain, Piece piece, Piece piece_pending,
+                            bool sets_off) {
+  if (sets_off) {
+    pending = plain;
+    pending.prepend(piece_pending);
+    set_off = true;
+  } else {
+    pending.prepend(piece);
+  }
+}
+
 // A segment of the chain (plain stage or region) in one class.
 struct SegmentEffect {
   Piece forward, backward;
@@ -122,13 +139,7 @@ struct RegionSums {
   Run early, early_pending;
   bool early_set_off = false;
   void prepend(const RegionPieces& p) {
-    if (p.early_sets_off) {
-      early_pending = early;
-      early_pending.prepend(p.early_pending);
-      early_set_off = true;
-    } else {
-      early_pending.prepend(p.early);
-    }
+    prepend_pending(early_pending, early_set_off, early, p.early, p.early_pending, p.early_sets_off);
     early.prepend(p.early);
     forward.prepend(p.forward);
     if (p.sets_off) {
@@ -181,13 +192,8 @@ struct InnerSums {
   bool set_off = false;
   void prepend(const InnerStageEffects& e) {
     forward.prepend(e.forward);
-    if (e.sets_off) {
-      outer_recompute_pending = outer_recompute;
-      outer_recompute_pending.prepend(e.outer_recompute_pending);
-      set_off = true;
-    } else {
-      outer_recompute_pending.prepend(e.outer_recompute);
-    }
+    prepend_pending(outer_recompute_pending, set_off, outer_recompute, e.outer_recompute, e.outer_recompute_pending,
+                    e.sets_off);
     outer_recompute.prepend(e.outer_recompute);
     folded.prepend_around(e.recompute, e.backward);
     minus_held -= e.released_at_end;
