@@ -96,20 +96,30 @@ std::array<std::int64_t, N * kMaxClasses> class_values(int classes, ValuesOf val
 // y decreasing) answers "is one kept as good in both" in O(log n).
 template <class Label, class X, class Y>
 void keep_pareto_front_2d(std::vector<Label>& labels, X x, Y y) {
-  std::sort(labels.begin(), labels.end(), [&](const Label& l, const Label& r) {
+  // Sorted by index: labels are large, and most are dropped.
+  struct Entry {
+    double time_s;
+    std::int64_t x, y;
+    std::size_t label;
+  };
+  std::vector<Entry> entries;
+  entries.reserve(labels.size());
+  for (std::size_t i = 0; i < labels.size(); ++i)
+    entries.push_back({labels[i].time_s, x(labels[i].sums), y(labels[i].sums), i});
+  std::sort(entries.begin(), entries.end(), [](const Entry& l, const Entry& r) {
     if (l.time_s != r.time_s) return l.time_s < r.time_s;
-    if (x(l.sums) != x(r.sums)) return x(l.sums) < x(r.sums);
-    return y(l.sums) < y(r.sums);
+    if (l.x != r.x) return l.x < r.x;
+    if (l.y != r.y) return l.y < r.y;
+    return l.label < r.label;
   });
   std::map<std::int64_t, std::int64_t> stair;  // x -> least y of the kept with that x or less
   std::vector<Label> kept;
-  for (Label& label : labels) {
-    const std::int64_t lx = x(label.sums), ly = y(label.sums);
-    auto it = stair.upper_bound(lx);
-    if (it != stair.begin() && std::prev(it)->second <= ly) continue;
-    for (it = stair.lower_bound(lx); it != stair.end() && it->second >= ly;) it = stair.erase(it);
-    stair[lx] = ly;
-    kept.push_back(std::move(label));
+  for (const Entry& e : entries) {
+    auto it = stair.upper_bound(e.x);
+    if (it != stair.begin() && std::prev(it)->second <= e.y) continue;
+    for (it = stair.lower_bound(e.x); it != stair.end() && it->second >= e.y;) it = stair.erase(it);
+    stair[e.x] = e.y;
+    kept.push_back(std::move(labels[e.label]));
   }
   labels = std::move(kept);
 }
