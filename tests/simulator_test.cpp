@@ -629,6 +629,37 @@ TEST_SUITE("simulator") {
   }
 
   TEST_CASE(
+      "simulator: under JAX bfloat16 a recomputed LayerNorm whose output no edge update reads writes it over its "
+      "input's copy (J34)") {
+    // In a region's recomputation the last processor step's edge-MLP
+    // LayerNorm (its output goes to the aggregation alone) writes its
+    // output into the buffer of the copy J31 makes of its input (`mid`,
+    // one region encoder..processor.1: `fusion.222` aliases `copy.22`);
+    // processor 0's, whose output the next step's edge update reads, keeps
+    // its copy beside the output. Under float32 both keep it.
+    auto norm_rows = [](DType dtype) {
+      const CostGraph g = CostGraph::build(testing::tiny_model(2), jax(dtype));
+      Plan plan = empty_plan(g.stages());
+      plan.checkpoints.push_back({2, 3, {}});  // the processor's two steps
+      const Report r = run_plan(g, plan, /*timeline=*/true);
+      // Activations the recomputed norm adds: its output and statistics
+      // (sampled in its row) and what it keeps (in the next).
+      std::map<std::string, std::int64_t> added;
+      for (std::size_t i = 1; i + 1 < r.timeline.size(); ++i) {
+        const TimelinePoint& p = r.timeline[i];
+        if (p.at.pass == Pass::recompute && p.at.op.ends_with(".edge_mlp.layer_norm"))
+          added[p.at.op] = r.timeline[i + 1].live.activations - r.timeline[i - 1].live.activations;
+      }
+      return added;
+    };
+    const std::int64_t copy = 3000 * testing::tiny_model(2).latent_size * 2;  // mesh edges x latent, bfloat16
+    const auto bfloat16 = norm_rows(DType::bfloat16);
+    CHECK(bfloat16.at("processor.0.edge_mlp.layer_norm") - bfloat16.at("processor.1.edge_mlp.layer_norm") == copy);
+    const auto float32 = norm_rows(DType::float32);
+    CHECK(float32.at("processor.0.edge_mlp.layer_norm") == float32.at("processor.1.edge_mlp.layer_norm"));
+  }
+
+  TEST_CASE(
       "simulator: under JAX at batch 1 the decoder's edge-embedding backward waits for a larger recomputation "
       "(J32)") {
     // Outside every checkpoint, XLA's list scheduler runs the decoder's

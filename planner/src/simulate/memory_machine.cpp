@@ -835,8 +835,13 @@ bool MemoryMachine::norm_copies_input(OpId id, Pass pass) const {
   const Op& op = g_.op(id);
   if (!profile_.aligned_mesh_edge_norms_copy_input || op.kind != OpKind::layer_norm) return false;
   const std::int64_t rows = tensor(op.inputs[0]).rows;
+  // Only where an edge update reads its output does it keep the copy in
+  // the forward pass, and in a recomputation where the output is written
+  // over the copy otherwise (J34).
+  const bool overwritten = profile_.recomputed_norm_output_overwrites_copy && pass == Pass::recompute &&
+                           !in_loop_body_ && !stacking_residuals_;
   return rows == g_.model().mesh_edges && rows % 8 == 0 && current_[static_cast<std::size_t>(op.inputs[0])] >= 0 &&
-         (pass != Pass::forward || read_by_edge_update(id));
+         ((pass != Pass::forward && !overwritten) || read_by_edge_update(id));
 }
 
 // Whether another edge update reads what `op` makes, through the
