@@ -29,9 +29,10 @@ std::vector<RegionGroup> RegionProgram::solve(int a, int b, const ClassGrads& gr
 }
 
 // A bucket's labels share their sums, so they compare on the two peaks per
-// class and time; with one class a 2-D front. Pending (J32), on the
-// recomputation and backward folded with the edge-embedding backward
-// waiting too.
+// class and time; with one class a 2-D front. On their complete branches'
+// peak too where it differs (J33); pending (J32), also on the recomputation
+// and backward folded, and the branches, with the edge-embedding backward
+// waiting.
 void RegionProgram::keep_front(std::vector<Label>& labels, bool pending) const {
   if (pending) {
     keep_pareto_front(labels, [&](const Label& l) {
