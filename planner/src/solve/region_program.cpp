@@ -91,16 +91,12 @@ void RegionProgram::add(Table& table, const Bucket<Label>& from, const PerClass<
                         const ClassGrads& grads, int left, double time_s, Part part) {
   std::vector<std::int64_t> key = ctx_.boundary_key(left, grads);
   for (int c = 0; c < ctx_.classes(); ++c) {
-    const RegionSums& s = from.labels.front().sums[c];
-    const RegionPieces& p = pieces[c];
-    key.insert(key.end(), {s.forward.sum + p.forward.delta, s.folded.sum + p.recompute.delta + p.backward.delta,
-                           s.early.sum + p.early.delta});
-    if (table.pending) {
-      RegionSums next = s;
-      next.prepend(p);
+    RegionSums next = from.labels.front().sums[c];  // the sums every label gets
+    next.prepend(pieces[c]);
+    key.insert(key.end(), {next.forward.sum, next.folded.sum, next.early.sum});
+    if (table.pending)
       key.insert(key.end(),
                  {next.folded_pending.sum, next.set_off ? 1 : 0, next.early_pending.sum, next.early_set_off ? 1 : 0});
-    }
   }
   Buckets<Label>& into = table.at[static_cast<std::size_t>(left)];
   auto it = into.find(key);
