@@ -55,7 +55,9 @@ class Case:
     solver changed), "decoder-outside" (J32's plan at other runs),
     "encoder-region" (one region from the encoder to the last processor
     step, J33's), "encoder-region-blocks" and "processor-region-blocks"
-    (`mid`'s processor 0 in two blocks inside a region, J34's note)."""
+    (`mid`'s processor 0 in two blocks inside a region, J34's note),
+    "processor-blocks" and "mesh-region-blocks" (its processor 1 in two
+    blocks, outside every checkpoint and inside a region, the same note)."""
     name: str
     model: str
     plan: str
@@ -170,6 +172,12 @@ def cases() -> list[Case]:
     # (J34's note; added 2026-12-05 after probes)
     spec += (("mid", "encoder-region-blocks", 1, False, "bfloat16", 1),
              ("mid", "processor-region-blocks", 1, False, "bfloat16", 1))
+    # processor 1 in two blocks, with nothing checkpointed and in a region
+    # from the mesh-edge embedding: no layout copy where a LayerNorm's output
+    # reaches a blocked edge update through the residual adds either (J34's
+    # note; added 2026-12-06 after probes)
+    spec += (("mid", "processor-blocks", 1, False, "bfloat16", 1),
+             ("mid", "mesh-region-blocks", 1, False, "bfloat16", 1))
     out = [Case(f"{m} {p} r{r}{' step' if sc else ''} {d} b{b}", m, p, d, b, r, sc) for m, p, r, sc, d, b in spec]
     for plan, rollout, step_ckpt, dtype, batch in (("none", 1, False, "bfloat16", 1),
                                                    ("nested", 2, True, "bfloat16", 1),
@@ -188,17 +196,26 @@ def cases() -> list[Case]:
 # Cases whose miss is understood and not yet modelled (docs/validation-jax.md):
 # they are reported, and do not fail the run.
 KNOWN_GAPS = {
-    # rollout 1: a blocked edge update reading a LayerNorm (J34's note)
+    # rollout 1: blocked edge updates reached by a LayerNorm's output (J34's note)
     "mid processor-region-blocks r1 bfloat16 b1": "+5.5%, over: with processor 0 in blocks XLA makes no layout copy "
                                                   "of the mesh-edge embedding's LayerNorm input (J31), whose output "
                                                   "processor 0's edge update reads (+2.2% with that rule, probed); "
-                                                  "not modelled: it ties a stage's effect to the next stage's blocks",
+                                                  "not modelled: it ties a stage's effect to later stages' blocks",
+    "mid processor-blocks r1 bfloat16 b1": "+7.6%, over: with processor 1 in blocks XLA makes neither the mesh-edge "
+                                           "embedding's nor processor 0's J31 copy, whose outputs reach processor "
+                                           "1's edge update through the residual adds (+2.0% with that rule)",
+    "mid mesh-region-blocks r1 bfloat16 b1": "+12.6%, over: the same two copies in the region's recomputation "
+                                             "(+5.2% with that rule; the rest, at processor 1's blocked backward, "
+                                             "not located)",
     # rollouts without step checkpoints (J11)
     "graphcast deepmind r4 bfloat16 b1": "-6.2%, under: XLA's rollout without step checkpoints, batch axis kept, "
                                          "is 2.0% over the program without it (actmem -0.2% there); not located",
     "mid none r2 bfloat16 b2": "-6.8%, under: the parameters cast inside each rollout step (DeepMind's casts) add "
                                "3.1% to XLA's figure at batch 2 (actmem -4.0% against the program that cast them "
-                               "once); the loop's casts are not modelled",
+                               "once); the loop's casts are not modelled. What the loop holds matches (stacks and "
+                               "hoisted residuals 29.39 GiB, actmem 29.22); the depth-first backward body holds "
+                               "more (5.3 GiB at its peak, actmem 3.1): step slices of the stacks whose last "
+                               "readers it runs late (docs/cost-model.md section 4)",
     "graphcast-small every:4 r2 bfloat16 b1": "-14.6%, under: XLA's backward loop body holds the recomputed edge "
                                               "inputs and the edge-MLP output gradients of several processor regions "
                                               "at once, where actmem runs one region's backward after another; the "
