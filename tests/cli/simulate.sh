@@ -48,18 +48,36 @@ after() { "$actmem" simulate --model "$work/tiny.json" --plan full --framework p
 "$actmem" simulate --model "$work/tiny.json" --framework pytorch | grep -q "bfloat16 (torch.autocast, cuda's lists)" ||
   fail "the run line does not say whose autocast lists"
 check_error "--autocast: expected one of cuda, cpu, got 'gpu' (did you mean 'cpu'?)" simulate --autocast gpu
+# no_note WHAT ARGS...: `simulate` of tiny with ARGS reports (a plan line)
+# and prints no note.
+no_note() {
+  local what=$1 out
+  shift
+  out=$("$actmem" simulate --model "$work/tiny.json" "$@")
+  grep -q "^plan: " <<<"$out" || fail "$what: no report: $out"
+  ! grep -q "^note:" <<<"$out" || fail "a note for $what"
+}
 # JAX on a GPU: the profile is XLA:TPU's, and the text says so; not on a TPU.
 "$actmem" simulate --model "$work/tiny.json" --device h200-141gb | grep -q "^note: actmem's JAX profile is XLA:TPU's" ||
   fail "no note for JAX on a GPU"
-! "$actmem" simulate --model "$work/tiny.json" --device tpu-v4 | grep -q "^note:" || fail "a note for JAX on a TPU"
+no_note "JAX on a TPU" --device tpu-v4
 # A JAX rollout without step checkpoints was measured farther from XLA than
 # 5%, and the text says so; with each step checkpointed, or at rollout 1, not.
 "$actmem" simulate --model "$work/tiny.json" --device tpu-v4 --rollout 2 |
   grep -q "^note: a JAX rollout without step checkpoints" || fail "no note for an unstepped JAX rollout"
-echo '{"step_checkpoint": true}' >"$work/stepped.json"
-! "$actmem" simulate --model "$work/tiny.json" --device tpu-v4 --rollout 2 --plan "$work/stepped.json" |
-  grep -q "^note:" || fail "a note for a step-checkpointed JAX rollout"
-! "$actmem" simulate --model "$work/tiny.json" --device tpu-v4 --rollout 2 --framework pytorch |
-  grep -q "^note:" || fail "a note for a PyTorch rollout"
+echo '{"checkpoints": [], "step_checkpoint": true}' >"$work/stepped.json"
+no_note "a step-checkpointed JAX rollout" --device tpu-v4 --rollout 2 --plan "$work/stepped.json"
+no_note "a PyTorch rollout" --device tpu-v4 --rollout 2 --framework pytorch
+# So were processor steps in blocks over a multiple of 8 mesh edges (tiny's
+# 3,000) at one sample: noted there, not for the encoder's blocks, nor at
+# batch 2, nor under PyTorch.
+echo '{"checkpoints": [], "edge_blocks": {"processor.1": 2}}' >"$work/processor-blocks.json"
+echo '{"checkpoints": [], "edge_blocks": {"encoder": 2}}' >"$work/encoder-blocks.json"
+"$actmem" simulate --model "$work/tiny.json" --device tpu-v4 --plan "$work/processor-blocks.json" |
+  grep -q "^note: processor steps in edge blocks over a multiple of 8 mesh edges" ||
+  fail "no note for processor blocks over aligned mesh edges"
+no_note "the encoder's blocks" --device tpu-v4 --plan "$work/encoder-blocks.json"
+no_note "processor blocks at batch 2" --device tpu-v4 --plan "$work/processor-blocks.json" --batch 2
+no_note "processor blocks under PyTorch" --device tpu-v4 --plan "$work/processor-blocks.json" --framework pytorch
 
 finish
