@@ -660,6 +660,55 @@ TEST_SUITE("simulator") {
   }
 
   TEST_CASE(
+      "simulator: under JAX at batch 1 a LayerNorm whose output reaches a later edge update in blocks makes no "
+      "layout copy of its input (J35)") {
+    // `mid` with processor 1 in two blocks: XLA makes neither the mesh-edge
+    // embedding's copy nor processor 0's, whose outputs reach processor 1's
+    // edge update directly or through the residual adds; with processor 0
+    // in blocks, the embedding's goes (docs/cost-model.md J35). The tiny
+    // model's 3000 mesh edges are a multiple of 8.
+    // Each LayerNorm keeps its input; a copy is a second activation buffer
+    // of that tensor, live at the peak (early in the backward pass, before
+    // any of these LayerNorms' backward).
+    auto copies = [](Framework framework, int blocked_stage) {
+      RunOptions run = jax(DType::bfloat16);
+      run.framework = framework;
+      const CostGraph g = CostGraph::build(testing::tiny_model(3), run);
+      Plan plan = empty_plan(g.stages());
+      if (blocked_stage >= 0) plan.edge_blocks[static_cast<std::size_t>(blocked_stage)] = 2;
+      std::map<std::string, int> held;
+      for (const PeakBuffer& b : with_peak_buffers(g, plan).live_at_peak)
+        if (b.category == "activations") ++held[b.tensor];
+      std::map<std::string, int> out;  // per LayerNorm input: buffers beyond the one the LayerNorm keeps
+      for (const char* input : {"encoder.edge_embed.linear1", "mesh_edge_embed.edge_embed.linear1",
+                                "processor.0.edge_mlp.linear1", "processor.1.edge_mlp.linear1"})
+        out[input] = held[input] - 1;
+      return out;
+    };
+    using Copies = std::map<std::string, int>;
+    const Copies none = copies(Framework::jax, -1);
+    CHECK(none == Copies{{"encoder.edge_embed.linear1", 1},
+                         {"mesh_edge_embed.edge_embed.linear1", 1},
+                         {"processor.0.edge_mlp.linear1", 1},
+                         {"processor.1.edge_mlp.linear1", 1}});
+    // processor.2 in blocks: every copy whose LayerNorm's output reaches it
+    // goes; the encoder's edge embedding (its 3000 grid-to-mesh edges
+    // aligned too) is read by its own stage's edge update only.
+    CHECK(copies(Framework::jax, 4) == Copies{{"encoder.edge_embed.linear1", 1},
+                                              {"mesh_edge_embed.edge_embed.linear1", 0},
+                                              {"processor.0.edge_mlp.linear1", 0},
+                                              {"processor.1.edge_mlp.linear1", 0}});
+    // processor.0 in blocks: the embedding's goes, the later ones stay.
+    const Copies first = copies(Framework::jax, 2);
+    CHECK(first.at("mesh_edge_embed.edge_embed.linear1") == 0);
+    CHECK(first.at("processor.1.edge_mlp.linear1") == 1);
+    // J35 leaves a LayerNorm alone whose own stage's edge update runs in
+    // blocks (the encoder's), and PyTorch makes no such copies.
+    CHECK(copies(Framework::jax, 0).at("encoder.edge_embed.linear1") == 1);
+    CHECK(copies(Framework::pytorch, 4) == copies(Framework::pytorch, -1));
+  }
+
+  TEST_CASE(
       "simulator: under JAX at batch 1 the decoder's edge-embedding backward waits for a larger recomputation "
       "(J32)") {
     // Outside every checkpoint, XLA's list scheduler runs the decoder's

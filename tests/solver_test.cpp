@@ -465,6 +465,40 @@ TEST_SUITE("solver") {
     }
   }
 
+  TEST_CASE("solver: exact where processor steps in blocks drop J31's copies, one search per condition (J35)") {
+    // The copies a plan drops follow from the last blocked reader (the
+    // model's condition): the readers are the processor steps, each
+    // LayerNorm's reach upward closed among them. Every frontier plan,
+    // from whichever condition's search, is predicted exactly, and plans
+    // with each processor step as the last blocked one are on it (the
+    // tiny model's 3000 mesh edges are a multiple of 8). PyTorch: none.
+    const Device device = load_device("a100-80gb");
+    for (const RunCase& c : {kRuns[4], kRuns[0]}) {
+      const std::string run_name = c.name;
+      CAPTURE(run_name);
+      const CostGraph g = graph_for(testing::tiny_model(3), c);
+      detail::ChainModel model(g, device);
+      const bool jax = c.framework == Framework::jax;
+      CHECK(model.blocked_readers() == (jax ? std::vector<int>{2, 3, 4} : std::vector<int>{}));
+      detail::SearchSpace space;
+      space.block_choices = {1, 2};
+      std::vector<int> last_blocked;
+      for (const detail::Candidate& cand : detail::search_frontier(model, space)) {
+        CHECK(cand.peak_bytes == simulate(g, device, device.memory_bytes, cand.plan).peak_bytes);
+        last_blocked.push_back(model.condition_of(cand.plan));
+      }
+      CHECK(model.condition() == -1);  // the search leaves the model as it found it
+      for (int reader : model.blocked_readers())
+        CHECK(std::count(last_blocked.begin(), last_blocked.end(), reader) > 0);
+      // A plan predicted under another plan's condition: predict() sets its own.
+      Plan blocked = empty_plan(g.stages());
+      blocked.edge_blocks[4] = 2;
+      CHECK(model.predict(empty_plan(g.stages())).peak_bytes ==
+            simulate(g, device, device.memory_bytes, empty_plan(g.stages())).peak_bytes);
+      CHECK(model.predict(blocked).peak_bytes == simulate(g, device, device.memory_bytes, blocked).peak_bytes);
+    }
+  }
+
   TEST_CASE("solver: a step-checkpointed plan's peak is bounded below by the line through rollouts 3 and 4") {
     // What the solver's RolloutLine relies on: from rollout 3 on (first,
     // middle and last steps all present) the peak is convex in the rollout,

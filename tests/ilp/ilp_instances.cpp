@@ -18,7 +18,9 @@
 // docs/cost-model.md): a state also says whether it waits and, inside a
 // region, whether the region's recomputation runs it and whether a stage
 // left of the boundary does (the leftmost that can does: its column takes
-// the recomputation's effect with it run).
+// the recomputation's effect with it run). Where blocked processor steps
+// drop J31's copies (J35), a state also says which reader right of it is
+// the last one blocked, and each column's effects are replayed under that.
 // Memory: for every event of the simulator's schedule (the forward of
 // each stage, the losses, each recomputation, inner recomputation and
 // backward, the end) the memory there is a linear sum over the columns,
@@ -241,6 +243,13 @@ SolverOptions options_of(bool nested) {
 // its complete branches (J33) or after them, and a stage left of the
 // boundary does (in that phase).
 constexpr int kWaits = 1, kRegionRuns = 2, kRunsLeft = 4, kBranchRuns = 8;
+// And above these bits, J35's condition as seen from the boundary: 1 + the
+// last stage of ChainModel::blocked_readers() right of it that runs in
+// blocks (0: none does). A stage's effects are the model's under it (the
+// copies its LayerNorms drop follow from the plan's last blocked reader,
+// which, if any lies right of the stage, is that one); a blocked reader
+// with none to its right sets it.
+constexpr int kConditionShift = 4;
 
 // The program's columns and rows for one instance.
 struct Program {
@@ -326,8 +335,13 @@ Program build_program(const CostGraph& g, const Device& device, bool nested) {
         const int flags = state_list[slot(k, s + 1)][gi]->second;
         const std::vector<std::int64_t> in = model.signature(cls, s, state);
         const bool waits = flags & kWaits;
+        const int last_blocked = (flags >> kConditionShift) - 1;
+        model.set_condition(last_blocked);
+        const bool reader = std::binary_search(model.blocked_readers().begin(), model.blocked_readers().end(), s);
         for (const Role& role : roles)
           for (std::int64_t blk : blocks) {
+            const int condition_bits = (last_blocked < 0 && reader && blk > 1 ? s + 1 : last_blocked + 1)
+                                       << kConditionShift;
             // Inside a region (a boundary right of s that is not its end)
             // the flags are the region's; a stage starting one needs none.
             const bool enters = role.kind == kPlain || s == role.b;
@@ -348,7 +362,7 @@ Program build_program(const CostGraph& g, const Device& device, bool nested) {
               col.b_peak = e.backward_peak;
               detail::GradState out = state;
               detail::ChainModel::hand_over(e, out);
-              col.out_flags = waits || e.defers ? kWaits : 0;
+              col.out_flags = (waits || e.defers ? kWaits : 0) | condition_bits;
               col.out_state = intern(k, s, out, col.out_flags);
               p.columns.push_back(col);
               continue;
@@ -403,9 +417,10 @@ Program build_program(const CostGraph& g, const Device& device, bool nested) {
                   x.r_peak = (here && !branch_runs ? r : rc).forward_peak;
                   x.e = (here && branch_runs ? r : rc).early_delta;
                   x.e_peak = (here && branch_runs ? r : rc).early_peak;
-                  x.out_flags = s == role.a ? (waits && !region_runs ? kWaits : 0)
-                                            : (waits ? kWaits : 0) | (region_runs ? kRegionRuns : 0) |
-                                                  (branch_runs ? kBranchRuns : 0) | (runs_left ? kRunsLeft : 0);
+                  x.out_flags = (s == role.a ? (waits && !region_runs ? kWaits : 0)
+                                             : (waits ? kWaits : 0) | (region_runs ? kRegionRuns : 0) |
+                                                   (branch_runs ? kBranchRuns : 0) | (runs_left ? kRunsLeft : 0)) |
+                                condition_bits;
                   x.out_state = intern(k, s, out, x.out_flags);
                   p.columns.push_back(x);
                 }
@@ -414,6 +429,7 @@ Program build_program(const CostGraph& g, const Device& device, bool nested) {
       }
     }
   }
+  model.set_condition(-1);
   const std::size_t m = p.columns.size();
   auto row = [&](const std::string& name, std::int64_t constant, const Event& e) {
     Program::Row r{name, constant, std::vector<std::int64_t>(m)};

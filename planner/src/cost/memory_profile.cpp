@@ -82,6 +82,7 @@ void jax_rules(MemoryProfile& p, DType dtype, std::int64_t batch) {
   p.edge_block_partials_after_next_block = one_sample;                  // J30
   p.aligned_mesh_edge_norms_copy_input = one_sample;                    // J31
   p.recomputed_norm_output_overwrites_copy = dtype == DType::bfloat16;  // J34
+  p.blocked_edge_updates_drop_norm_copies = true;                       // J35
   p.decoder_edge_embedding_backward_deferred = one_sample;              // J32
   p.complete_branch_backward_first = true;                              // J33
   p.step_checkpoint_scanned = true;

@@ -825,43 +825,71 @@ bool MemoryMachine::silu_input_recomputed(OpId reader, TensorId input, Pass pass
   return pass == Pass::forward && profile_.edge_update_inputs_recompute_silu && read_by_edge_update(reader);
 }
 
+bool aligned_mesh_edge_norm(const CostGraph& graph, const MemoryProfile& profile, OpId op) {
+  const Op& o = graph.op(op);
+  if (!profile.aligned_mesh_edge_norms_copy_input || o.kind != OpKind::layer_norm) return false;
+  const std::int64_t rows = graph.tensor(o.inputs[0]).rows;
+  return rows == graph.model().mesh_edges && rows % 8 == 0;
+}
+
+std::vector<int> edge_update_stages_reached(const CostGraph& graph, OpId op) {
+  std::vector<int> stages;
+  std::vector<TensorId> frontier{graph.op(op).outputs.front()}, seen;
+  while (!frontier.empty()) {
+    const TensorId t = frontier.back();
+    frontier.pop_back();
+    if (std::find(seen.begin(), seen.end(), t) != seen.end()) continue;
+    seen.push_back(t);
+    for (OpId c : graph.consumers(t)) {
+      const Op& consumer = graph.op(c);
+      if (consumer.kind == OpKind::layer_norm || consumer.kind == OpKind::add)
+        frontier.push_back(consumer.outputs.front());
+      else if (consumer.edge_update)
+        stages.push_back(consumer.stage);
+    }
+  }
+  std::sort(stages.begin(), stages.end());
+  stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
+  return stages;
+}
+
+std::vector<int> later_edge_update_stages_reached(const CostGraph& graph, OpId op) {
+  std::vector<int> stages = edge_update_stages_reached(graph, op);
+  std::erase_if(stages, [&](int s) { return s <= graph.op(op).stage; });
+  return stages;
+}
+
 // A LayerNorm over the mesh edges, their count a multiple of 8, keeps a
 // copy of its input in another layout (J31); in the forward pass only where
 // another edge update reads its output (not the last processor step's,
-// whose residual is dead, J22). (The forward loop that stacks residuals
+// whose residual is dead, J22); nowhere where a later stage's edge update
+// its output reaches runs in blocks (J35). (The forward loop that stacks residuals
 // keeps what its linearization names instead, J11: forward_op does not ask
 // there.)
 bool MemoryMachine::norm_copies_input(OpId id, Pass pass) const {
+  if (!aligned_mesh_edge_norm(g_, profile_, id)) return false;
   const Op& op = g_.op(id);
-  if (!profile_.aligned_mesh_edge_norms_copy_input || op.kind != OpKind::layer_norm) return false;
-  const std::int64_t rows = tensor(op.inputs[0]).rows;
+  if (current_[static_cast<std::size_t>(op.inputs[0])] < 0 || norm_copy_dropped(id)) return false;
   // Only where an edge update reads its output does it keep the copy in
   // the forward pass, and in a recomputation where the output is written
   // over the copy otherwise (J34).
   const bool overwritten = profile_.recomputed_norm_output_overwrites_copy && pass == Pass::recompute &&
                            !in_loop_body_ && !stacking_residuals_;
-  return rows == g_.model().mesh_edges && rows % 8 == 0 && current_[static_cast<std::size_t>(op.inputs[0])] >= 0 &&
-         ((pass != Pass::forward && !overwritten) || read_by_edge_update(id));
+  return (pass != Pass::forward && !overwritten) || read_by_edge_update(id);
+}
+
+bool MemoryMachine::norm_copy_dropped(OpId op) const {
+  if (!profile_.blocked_edge_updates_drop_norm_copies || blocked_edge_stages_.empty()) return false;
+  const std::vector<int> reached = later_edge_update_stages_reached(g_, op);
+  return std::any_of(reached.begin(), reached.end(), [&](int s) {
+    return static_cast<std::size_t>(s) < blocked_edge_stages_.size() &&
+           blocked_edge_stages_[static_cast<std::size_t>(s)] != 0;
+  });
 }
 
 // Whether another edge update reads what `op` makes, through the
-// LayerNorms and residual adds after it (its own edge update's LayerNorm
-// is walked through, not counted).
-bool MemoryMachine::read_by_edge_update(OpId op) const {
-  std::vector<TensorId> frontier{g_.op(op).outputs.front()};
-  while (!frontier.empty()) {
-    const TensorId t = frontier.back();
-    frontier.pop_back();
-    for (OpId c : g_.consumers(t)) {
-      const Op& consumer = g_.op(c);
-      if (consumer.kind == OpKind::layer_norm || consumer.kind == OpKind::add)
-        frontier.push_back(consumer.outputs.front());
-      else if (consumer.edge_update)
-        return true;
-    }
-  }
-  return false;
-}
+// LayerNorms and residual adds after it.
+bool MemoryMachine::read_by_edge_update(OpId op) const { return !edge_update_stages_reached(g_, op).empty(); }
 
 void MemoryMachine::backward_blocks(const Item& item) {
   // Under XLA the blocks' instructions interleave (J17): their peak is

@@ -26,6 +26,20 @@ namespace actmem::detail {
 
 enum Category { kActivations, kGradients, kWorkspace, kCategories };
 
+// Whether `op` is a LayerNorm over the mesh edges, their count a multiple
+// of 8, that keeps a layout copy of its input under `profile` (J31).
+bool aligned_mesh_edge_norm(const CostGraph& graph, const MemoryProfile& profile, OpId op);
+// The stages of the edge updates that what `op` makes reaches through the
+// LayerNorms and residual adds after it (its own edge update's LayerNorm is
+// walked through, not counted; the walk stops at an edge update): sorted,
+// distinct.
+std::vector<int> edge_update_stages_reached(const CostGraph& graph, OpId op);
+// Of those, the stages after `op`'s own: whose blocks J35 is about (read
+// off later stages' edge updates; where one edge set's count equals the
+// mesh edges', a LayerNorm its own stage's edge update reads keeps its
+// copy).
+std::vector<int> later_edge_update_stages_reached(const CostGraph& graph, OpId op);
+
 // The machine's state per tensor of the graph. A fresh one is what a step
 // starts from; one stage's replay reads and writes only the entries of its
 // own ops' tensors, so a replay resets those (reset()) and reuses the rest.
@@ -151,6 +165,15 @@ class MemoryMachine {
   // the region (the ops of `items` do).
   enum EarlyRole : char { kLate, kEarlyAncestor, kEarlyBranch };
   std::vector<EarlyRole> early_roles(const std::vector<Item>& items, const std::function<bool(OpId)>& in_region) const;
+
+  // ---- J31's copies an edge update in blocks does away with (J35) ----
+  // Whether aligned LayerNorm `op` makes no copy, a later stage's edge
+  // update its output reaches running in blocks: by default, one of
+  // blocked_edge_stages_'s
+  // (a whole step's plan); a stage's replay knows it from its context.
+  virtual bool norm_copy_dropped(OpId op) const;
+  // Per stage: whether its edge update runs in blocks (empty: none does).
+  std::vector<char> blocked_edge_stages_;
 
   // ---- execution ----
   // `saving`: ops keep what the framework keeps for backward (false inside

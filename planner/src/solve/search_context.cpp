@@ -12,9 +12,15 @@ SearchContext::SearchContext(ChainModel& model, const SearchSpace& space)
 std::vector<std::int64_t> SearchContext::choices(int s) const {
   const std::int64_t edges = edges_[static_cast<std::size_t>(s)];
   if (edges <= 0) return {1};
+  // J35's condition: its stage in blocks, the readers after it not.
+  const auto& readers = model_.blocked_readers();
+  const int last = model_.condition();
+  const bool reader = std::binary_search(readers.begin(), readers.end(), s);
+  if (reader && s > last) return {1};
   std::vector<std::int64_t> out;
   for (std::int64_t b : space_.block_choices) {
     const std::int64_t capped = std::min(b, edges);
+    if (reader && s == last && capped == 1) continue;
     if (std::find(out.begin(), out.end(), capped) == out.end()) out.push_back(capped);
   }
   return out;

@@ -34,6 +34,8 @@ class SearchContext {
   int classes() const { return classes_; }
   // The block counts stage s may run with: the space's choices capped at
   // its edge count, distinct, in the space's order; {1} without edges.
+  // Under the model's J35 condition, its stage only those above 1, the
+  // blocked readers after it only 1 (ChainModel::blocked_readers()).
   std::vector<std::int64_t> choices(int s) const;
   // Boundary p's key: per class, ChainModel::boundary() then kEndOfClass.
   // Boundaries with equal keys behave alike for the stages left of them.

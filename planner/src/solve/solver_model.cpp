@@ -57,6 +57,7 @@ ChainModel::ChainModel(const CostGraph& graph, const Device& device, std::option
   set_step_classes();
   for (int step : class_steps_) translates_.push_back(stage_translates(rg_, step, edges_));
   find_stage_neighbours();
+  find_blocked_readers();
   static_bytes_ = static_breakdown(graph, device, rg_.profile, loop_.has_value()).total();
   measure_stage_times(device);
 }
@@ -116,6 +117,41 @@ void ChainModel::find_stage_neighbours() {
       std::sort(list.begin(), list.end());
       list.erase(std::unique(list.begin(), list.end()), list.end());
     }
+}
+
+// J35's readers: every stage an aligned LayerNorm's output reaches. Each
+// LayerNorm's reach must be upward closed among them (a residual stream
+// runs on through every later processor step), or a plan's dropped copies
+// would not follow from the last blocked reader alone.
+void ChainModel::find_blocked_readers() {
+  for (const std::vector<int>& reach : rg_.norm_reach)
+    blocked_readers_.insert(blocked_readers_.end(), reach.begin(), reach.end());
+  std::sort(blocked_readers_.begin(), blocked_readers_.end());
+  blocked_readers_.erase(std::unique(blocked_readers_.begin(), blocked_readers_.end()), blocked_readers_.end());
+  for (const std::vector<int>& reach : rg_.norm_reach)
+    if (!reach.empty() && !std::equal(reach.begin(), reach.end(),
+                                      std::lower_bound(blocked_readers_.begin(), blocked_readers_.end(), reach.front()),
+                                      blocked_readers_.end()))
+      throw std::logic_error("solver: a LayerNorm reaches some blocked-edge stages but not the later ones (J35)");
+}
+
+int ChainModel::condition_of(const Plan& plan) const {
+  int last = -1;
+  for (int s : blocked_readers_)
+    if (plan.edge_blocks[static_cast<std::size_t>(s)] > 1) last = s;
+  return last;
+}
+
+std::uint32_t ChainModel::dropped_norm_copies(int c, int s) const {
+  if (condition_ < 0 || s >= stage_count()) return 0;
+  const int step = class_steps_[static_cast<std::size_t>(c)];
+  std::uint32_t bits = 0;
+  for (OpId op : rg_.aligned_norms[static_cast<std::size_t>(step)][static_cast<std::size_t>(s)]) {
+    const std::vector<int>& reach = rg_.norm_reach[static_cast<std::size_t>(op)];
+    if (std::binary_search(reach.begin(), reach.end(), condition_))
+      bits |= 1u << rg_.norm_index[static_cast<std::size_t>(op)];
+  }
+  return bits;
 }
 
 void ChainModel::measure_stage_times(const Device& device) {
@@ -213,14 +249,16 @@ const StageRun& ChainModel::replay(int c, int stage, std::int64_t blocks, const 
                 ctx.hold_outputs,
                 ctx.incoming_grads,
                 ctx.deferred_pending,
-                ctx.complete_branch_first};
+                ctx.complete_branch_first,
+                ctx.dropped_norm_copies};
   if (auto it = replays_.find(key); it != replays_.end()) return it->second;
   const int step = class_steps_[static_cast<std::size_t>(c)];
   return replays_.emplace(std::move(key), replay_stage(rg_, items(step, stage, blocks), step, stage, ctx, scratch_))
       .first->second;
 }
 
-const Effect& ChainModel::cached(const EffectKey& key, const std::vector<std::int64_t>& in, const StageContext& ctx) {
+const Effect& ChainModel::cached(EffectKey key, const std::vector<std::int64_t>& in, StageContext ctx) {
+  key.dropped_norm_copies = ctx.dropped_norm_copies = dropped_norm_copies(key.step_class, key.stage);
   auto& by_incoming = cache_[key];
   if (auto it = by_incoming.find(in); it != by_incoming.end()) return it->second;
   return by_incoming.emplace(in, run(key.step_class, key.stage, key.blocks, ctx, in)).first->second;
@@ -483,6 +521,7 @@ double recompute_seconds(const ChainModel& m, const Plan& plan) {
 }  // namespace
 
 ChainModel::Prediction ChainModel::predict(const Plan& plan) {
+  set_condition(condition_of(plan));
   if (loop_) {
     // Each class's body from the memory it starts from: the step's
     // recomputation (its loss's seeds are already there), then its backward.

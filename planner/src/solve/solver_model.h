@@ -155,6 +155,20 @@ class ChainModel {
   // does kept_bytes(c, from, to, a, from).
   std::pair<int, int> norm_bounds(int from, int to, int a, int b) const;
 
+  // ---- J31's copies that edge updates run in blocks do away with (J35) ----
+  // The stages whose edge updates, in blocks, drop some aligned LayerNorm's
+  // copy: sorted; empty where the profile makes no such copy. The stages a
+  // LayerNorm's output reaches are upward closed among these (checked), so
+  // the copies a plan drops follow from the last of them it blocks: the
+  // model's condition (-1: none), which every execution above assumes.
+  // predict() sets it from its plan; the search runs once per condition,
+  // that stage blocked and the later ones not (SearchContext::choices()).
+  const std::vector<int>& blocked_readers() const { return blocked_readers_; }
+  int condition() const { return condition_; }
+  void set_condition(int last_blocked_reader) { condition_ = last_blocked_reader; }
+  // The last of blocked_readers() that `plan` runs in blocks, or -1.
+  int condition_of(const Plan& plan) const;
+
   // The loss pseudo-stage of class c.
   const Effect& loss(int c, const std::vector<std::int64_t>& in = {});
   // Step-time contributions: one forward execution of stage s, and of its
@@ -168,7 +182,7 @@ class ChainModel {
   const std::optional<LoopBody>& loop() const { return loop_; }
 
   // The composed prediction for a plan (for a loop body: the plan inside
-  // every step's checkpoint).
+  // every step's checkpoint); it sets the condition to the plan's.
   struct Prediction {
     std::int64_t peak_bytes = 0;
     // Step time added to the plan "none" (for a loop body: beyond the step
@@ -181,6 +195,10 @@ class ChainModel {
   void set_step_classes();
   void find_stage_neighbours();
   void measure_stage_times(const Device& device);
+  void find_blocked_readers();
+  // StageContext::dropped_norm_copies of stage s in class c under the
+  // condition.
+  std::uint32_t dropped_norm_copies(int c, int s) const;
   const std::vector<Item>& items(int step, int stage, std::int64_t blocks);
   // A recomputation of stage s that saves (then its backward) in the
   // context of stages [lo, hi] (normalised here); `kind` keys the cache.
@@ -206,6 +224,7 @@ class ChainModel {
     std::vector<std::pair<TensorId, std::int64_t>> incoming_grads;
     bool deferred_pending = false;
     bool complete_branch_first = false;
+    std::uint32_t dropped_norm_copies = 0;
     auto operator<=>(const ReplayKey&) const = default;
   };
   std::map<ReplayKey, StageRun> replays_;
@@ -213,18 +232,20 @@ class ChainModel {
   // What an execution's effect depends on besides the incoming gradient
   // sizes: the class, the stage, its blocks, which execution it is (`kind`,
   // solver_model.cpp) and the normalised context bounds that kind has
-  // (0 where it has none).
+  // (0 where it has none), and the copies the condition drops (set by
+  // cached()).
   struct EffectKey {
     int step_class = 0, stage = 0;
     std::int64_t blocks = 1;
     int kind = 0;
     int lo = 0, hi = 0, inner_from = 0;
     bool pending = false;
+    std::uint32_t dropped_norm_copies = 0;
     auto operator<=>(const EffectKey&) const = default;
   };
   // The effect of execution `key` given the incoming gradient sizes `in`,
   // replayed in `ctx` once.
-  const Effect& cached(const EffectKey& key, const std::vector<std::int64_t>& in, const StageContext& ctx);
+  const Effect& cached(EffectKey key, const std::vector<std::int64_t>& in, StageContext ctx);
 
   ReplayGraph rg_;
   std::optional<LoopBody> loop_;
@@ -234,6 +255,8 @@ class ChainModel {
   std::int64_t static_bytes_ = 0;
   DeferredEffect deferred_;  // J32: measured by the plain decoder's replay
   bool complete_branch_first_ = false;
+  std::vector<int> blocked_readers_;  // J35
+  int condition_ = -1;
   std::vector<double> stage_time_s_, edge_time_s_;
   std::vector<std::int64_t> edges_;
   TensorState scratch_;  // the replays' (one at a time)

@@ -67,6 +67,24 @@ ReplayGraph::ReplayGraph(const CostGraph& g, bool in_loop_body)
   for (auto& step : incoming)
     for (auto& list : step) std::sort(list.begin(), list.end());
   find_first_readers();
+  find_aligned_norms();
+}
+
+void ReplayGraph::find_aligned_norms() {
+  const auto ops = graph.ops();
+  norm_index.assign(ops.size(), -1);
+  norm_reach.assign(ops.size(), {});
+  aligned_norms.assign(static_cast<std::size_t>(graph.run().rollout),
+                       std::vector<std::vector<OpId>>(static_cast<std::size_t>(stage_count + 1)));
+  if (!profile.blocked_edge_updates_drop_norm_copies) return;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    if (!aligned_mesh_edge_norm(graph, profile, static_cast<OpId>(i))) continue;
+    auto& list = aligned_norms[static_cast<std::size_t>(ops[i].step)][static_cast<std::size_t>(ops[i].stage)];
+    if (list.size() == 32) throw std::logic_error("solver: more than 32 aligned mesh-edge LayerNorms in one stage");
+    norm_index[i] = static_cast<int>(list.size());
+    list.push_back(static_cast<OpId>(i));
+    norm_reach[i] = later_edge_update_stages_reached(graph, static_cast<OpId>(i));
+  }
 }
 
 void ReplayGraph::find_first_readers() {
@@ -328,6 +346,11 @@ class Replay : MemoryMachine {
   void sample_op(Pass, const Op&, int) override { peak_ = std::max(peak_, live()); }
   void sample_concat(Pass, const Item&) override { peak_ = std::max(peak_, live()); }
   void sample_transient() override { peak_ = std::max(peak_, live()); }
+  // J35: as the context says, for this stage's aligned LayerNorms.
+  bool norm_copy_dropped(OpId op) const override {
+    const int i = rg_.norm_index[static_cast<std::size_t>(op)];
+    return i >= 0 && ((ctx_.dropped_norm_copies >> i) & 1u) != 0;
+  }
 
   const ReplayGraph& rg_;
   int step_, stage_;

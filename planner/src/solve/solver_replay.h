@@ -72,6 +72,10 @@ struct StageContext {
   // stage's complete branch, if any, is recomputed and differentiated
   // before the region's recomputation (J33, StageRun::early).
   bool complete_branch_first = false;
+  // Bit i: the stage's i-th aligned mesh-edge LayerNorm (ReplayGraph::
+  // norm_index) makes no layout copy, an edge update its output reaches
+  // running in blocks (J35).
+  std::uint32_t dropped_norm_copies = 0;
 
   // The recomputation of stages [lo, hi] of a region (not the original
   // forward pass); everything else as the defaults.
@@ -141,10 +145,19 @@ struct ReplayGraph {
   // or a checkpoint keeps it); -1 otherwise. For a later reader the tensor
   // is held; the first reader frees it in its backward.
   std::vector<int> first_reader_key;
+  // J35, where the profile drops J31's copies for blocked edge updates: per
+  // (step, stage), its aligned mesh-edge LayerNorms (aligned_mesh_edge_norm())
+  // in op order; per op, its index among them (-1: none) and the stages of
+  // the later stages' edge updates its output reaches
+  // (later_edge_update_stages_reached()).
+  std::vector<std::vector<std::vector<OpId>>> aligned_norms;
+  std::vector<int> norm_index;
+  std::vector<std::vector<int>> norm_reach;
   int key(int step, int stage) const { return step * (stage_count + 1) + stage; }
 
  private:
   void find_first_readers();
+  void find_aligned_norms();
 };
 
 // Replays stage `stage` of rollout step `step` (stage == stage_count: the

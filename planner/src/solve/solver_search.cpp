@@ -12,6 +12,19 @@
 namespace actmem::detail {
 namespace {
 
+// The candidates no other beats in (peak, recompute time), by increasing
+// peak; of equal figures, one.
+std::vector<Candidate> pareto_candidates(std::vector<Candidate> all) {
+  std::sort(all.begin(), all.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
+    return a.recompute_s < b.recompute_s;
+  });
+  std::vector<Candidate> front;
+  for (Candidate& c : all)
+    if (front.empty() || c.recompute_s < front.back().recompute_s) front.push_back(std::move(c));
+  return front;
+}
+
 // The chain program: right to left over the chain's boundaries, partial
 // plans over the suffix as labels of per-class ChainSums, bucketed by the
 // gradients in flight at their left boundary and sum_f + sum_b per class.
@@ -246,14 +259,7 @@ std::vector<Candidate> ChainProgram::frontier(Buckets<Label>& left_end) {
     for (const Label& l : bucket.labels)
       out.push_back({plan_of(l.trail), peak_of(l, /*complete=*/true), l.time_s * m_.steps()});
   }
-  std::sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) {
-    if (a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
-    return a.recompute_s < b.recompute_s;
-  });
-  std::vector<Candidate> front;
-  for (Candidate& c : out)
-    if (front.empty() || c.recompute_s < front.back().recompute_s) front.push_back(std::move(c));
-  return front;
+  return pareto_candidates(std::move(out));
 }
 
 // The plan a trail's segments make (stages no segment covers: plain, one block).
@@ -339,8 +345,22 @@ std::int64_t ChainProgram::body_peak(const ChainSums& s, int c) const {
 
 }  // namespace
 
+// Under J35 the search runs once per condition of the model (no blocked
+// reader, or each as the last one blocked): each run's plans are those of
+// its condition, which its executions assume; the union's front is the
+// frontier.
 std::vector<Candidate> search_frontier(ChainModel& model, const SearchSpace& space) {
-  return ChainProgram(model, space).run();
+  if (model.blocked_readers().empty()) return ChainProgram(model, space).run();
+  std::vector<int> conditions{-1};
+  conditions.insert(conditions.end(), model.blocked_readers().begin(), model.blocked_readers().end());
+  std::vector<Candidate> all;
+  for (int last : conditions) {
+    model.set_condition(last);
+    if (last >= 0 && SearchContext(model, space).choices(last).empty()) continue;  // it cannot run in blocks
+    for (Candidate& c : ChainProgram(model, space).run()) all.push_back(std::move(c));
+  }
+  model.set_condition(-1);
+  return pareto_candidates(std::move(all));
 }
 
 }  // namespace actmem::detail

@@ -126,6 +126,10 @@ struct MemoryProfile {
   // its input's copy, which is then no buffer of its own (J34; read under
   // bfloat16).
   bool recomputed_norm_output_overwrites_copy = false;
+  // With it: a LayerNorm whose output reaches, through the LayerNorms and
+  // residual adds after it, an edge update that runs in blocks makes no
+  // copy (J35).
+  bool blocked_edge_updates_drop_norm_copies = false;
   // The decoder's edge embedding (an MLP of constant features, so its
   // backward makes only weight gradients), outside every checkpoint: its
   // backward after its LayerNorm's waits, holding what it reads, until a
