@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include "actmem/cost/memory_profile.h"
 #include "actmem/util/units.h"
 
 namespace actmem::cli {
@@ -23,41 +22,13 @@ std::string describe_profile_caveat(const CostGraph& g, const Device& d) {
          "and 80% under at rollout 2 with checkpoints inside the step (docs/validation-jax.md, \"On a GPU\")\n";
 }
 
-namespace {
-
-// Whether a processor step's edge update, which the mesh-edge latents
-// reach, runs in blocks where JAX's profile gives mesh-edge LayerNorms
-// J31's layout copy (a multiple of 8 mesh edges, one sample).
-bool blocks_aligned_mesh_edges(const CostGraph& g, const Plan& plan) {
-  if (!memory_profile(g.run(), g.model().implementation).aligned_mesh_edge_norms_copy_input ||
-      g.model().mesh_edges % 8 != 0)
-    return false;
-  for (std::size_t s = 0; s < g.stages().size() && s < plan.edge_blocks.size(); ++s)
-    if (g.stages()[s].starts_with("processor.") && plan.edge_blocks[s] > 1) return true;
-  return false;
-}
-
-}  // namespace
-
 std::string describe_plan_caveat(const CostGraph& g, const Plan& plan) {
   // Measured against XLA:TPU (docs/validation-jax.md; KNOWN_GAPS in
-  // integrations/jax/validate.py).
-  if (g.run().framework != Framework::jax) return {};
-  std::string text;
-  // 13 such cases, 10 within 5%.
-  if (g.run().rollout >= 2 && !plan.step_checkpoint)
-    text +=
-        "note: a JAX rollout without step checkpoints: against XLA:TPU actmem was from 15% under to 3% over "
-        "(several processor regions, and float32, the farthest; with each step checkpointed, as the solver's "
-        "plans are, within 5%; docs/validation-jax.md)\n";
-  // 6 such cases of `mid`, 3 within 5%; J31's copies XLA does not make
-  // there (docs/cost-model.md section 4).
-  if (blocks_aligned_mesh_edges(g, plan))
-    text +=
-        "note: processor steps in edge blocks over a multiple of 8 mesh edges: against XLA:TPU actmem was "
-        "from 4% to 13% over (XLA makes no layout copy of the mesh-edge LayerNorms' inputs there; "
-        "docs/cost-model.md section 4)\n";
-  return text;
+  // integrations/jax/validate.py): 13 such cases, 10 within 5%.
+  if (g.run().framework != Framework::jax || g.run().rollout < 2 || plan.step_checkpoint) return {};
+  return "note: a JAX rollout without step checkpoints: against XLA:TPU actmem was from 15% under to 3% over "
+         "(several processor regions, and float32, the farthest; with each step checkpointed, as the solver's "
+         "plans are, within 5%; docs/validation-jax.md)\n";
 }
 
 std::string describe_compiler_remat(const Report& r) {

@@ -15,9 +15,8 @@ std::string describe_run(const CostGraph& graph, const Device& device);
 // A "note:" line where the memory profile was not validated for the run's
 // device (JAX on a GPU); empty otherwise.
 std::string describe_profile_caveat(const CostGraph& graph, const Device& device);
-// "note:" lines where the plan is of a kind whose figure was measured off
-// by more than 5% (JAX rollouts without step checkpoints, processor steps
-// in blocks over J31's aligned mesh edges); empty otherwise.
+// A "note:" line where the plan is of a kind whose figure was measured off
+// by more than 5% (JAX rollouts without step checkpoints); empty otherwise.
 std::string describe_plan_caveat(const CostGraph& graph, const Plan& plan);
 
 // Peak against budget, the breakdown, where the peak is, FLOPs and time.

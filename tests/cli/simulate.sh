@@ -68,16 +68,4 @@ no_note "JAX on a TPU" --device tpu-v4
 echo '{"checkpoints": [], "step_checkpoint": true}' >"$work/stepped.json"
 no_note "a step-checkpointed JAX rollout" --device tpu-v4 --rollout 2 --plan "$work/stepped.json"
 no_note "a PyTorch rollout" --device tpu-v4 --rollout 2 --framework pytorch
-# So were processor steps in blocks over a multiple of 8 mesh edges (tiny's
-# 3,000) at one sample: noted there, not for the encoder's blocks, nor at
-# batch 2, nor under PyTorch.
-echo '{"checkpoints": [], "edge_blocks": {"processor.1": 2}}' >"$work/processor-blocks.json"
-echo '{"checkpoints": [], "edge_blocks": {"encoder": 2}}' >"$work/encoder-blocks.json"
-"$actmem" simulate --model "$work/tiny.json" --device tpu-v4 --plan "$work/processor-blocks.json" |
-  grep -q "^note: processor steps in edge blocks over a multiple of 8 mesh edges" ||
-  fail "no note for processor blocks over aligned mesh edges"
-no_note "the encoder's blocks" --device tpu-v4 --plan "$work/encoder-blocks.json"
-no_note "processor blocks at batch 2" --device tpu-v4 --plan "$work/processor-blocks.json" --batch 2
-no_note "processor blocks under PyTorch" --device tpu-v4 --plan "$work/processor-blocks.json" --framework pytorch
-
 finish
