@@ -55,9 +55,9 @@ class Case:
     solver changed), "decoder-outside" (J32's plan at other runs),
     "encoder-region" (one region from the encoder to the last processor
     step, J33's), "encoder-region-blocks" and "processor-region-blocks"
-    (`mid`'s processor 0 in two blocks inside a region, J34's note),
+    (`mid`'s processor 0 in two blocks inside a region, J35),
     "processor-blocks" and "mesh-region-blocks" (its processor 1 in two
-    blocks, outside every checkpoint and inside a region, the same note)."""
+    blocks, outside every checkpoint and inside a region, J35)."""
     name: str
     model: str
     plan: str
@@ -169,13 +169,13 @@ def cases() -> list[Case]:
         ("mid", "bfloat16", 1), ("mid", "bfloat16", 2), ("mid", "float32", 1), ("graphcast-small", "bfloat16", 1)))
     # processor 0 in two blocks inside a region, over `mid`'s 80,000 mesh
     # edges: no layout copy where a blocked edge update reads a LayerNorm
-    # (J34's note; added 2026-12-05 after probes)
+    # (J35; added 2026-12-05 after probes)
     spec += (("mid", "encoder-region-blocks", 1, False, "bfloat16", 1),
              ("mid", "processor-region-blocks", 1, False, "bfloat16", 1))
     # processor 1 in two blocks, with nothing checkpointed and in a region
     # from the mesh-edge embedding: no layout copy where a LayerNorm's output
-    # reaches a blocked edge update through the residual adds either (J34's
-    # note; added 2026-12-06 after probes)
+    # reaches a blocked edge update through the residual adds either (J35;
+    # added 2026-12-06 after probes)
     spec += (("mid", "processor-blocks", 1, False, "bfloat16", 1),
              ("mid", "mesh-region-blocks", 1, False, "bfloat16", 1))
     out = [Case(f"{m} {p} r{r}{' step' if sc else ''} {d} b{b}", m, p, d, b, r, sc) for m, p, r, sc, d, b in spec]
@@ -196,17 +196,9 @@ def cases() -> list[Case]:
 # Cases whose miss is understood and not yet modelled (docs/validation-jax.md):
 # they are reported, and do not fail the run.
 KNOWN_GAPS = {
-    # rollout 1: blocked edge updates reached by a LayerNorm's output (J34's note)
-    "mid processor-region-blocks r1 bfloat16 b1": "+5.5%, over: with processor 0 in blocks XLA makes no layout copy "
-                                                  "of the mesh-edge embedding's LayerNorm input (J31), whose output "
-                                                  "processor 0's edge update reads (+2.2% with that rule, probed); "
-                                                  "not modelled: it ties a stage's effect to later stages' blocks",
-    "mid processor-blocks r1 bfloat16 b1": "+7.6%, over: with processor 1 in blocks XLA makes neither the mesh-edge "
-                                           "embedding's nor processor 0's J31 copy, whose outputs reach processor "
-                                           "1's edge update through the residual adds (+2.0% with that rule)",
-    "mid mesh-region-blocks r1 bfloat16 b1": "+12.6%, over: the same two copies in the region's recomputation "
-                                             "(+5.2% with that rule; the rest, at processor 1's blocked backward, "
-                                             "not located)",
+    # rollout 1: processor 1 in blocks in a region from the mesh-edge embedding
+    "mid mesh-region-blocks r1 bfloat16 b1": "+5.2%, over (+12.6% before J35); the rest, at processor 1's blocked "
+                                             "backward, not located",
     # rollouts without step checkpoints (J11)
     "graphcast deepmind r4 bfloat16 b1": "-6.2%, under: XLA's rollout without step checkpoints, batch axis kept, "
                                          "is 2.0% over the program without it (actmem -0.2% there); not located",
