@@ -497,6 +497,18 @@ TEST_SUITE("solver") {
             simulate(g, device, device.memory_bytes, empty_plan(g.stages())).peak_bytes);
       CHECK(model.predict(blocked).peak_bytes == simulate(g, device, device.memory_bytes, blocked).peak_bytes);
     }
+    // As many mesh nodes as mesh edges: a node LayerNorm counts as aligned
+    // and reaches the decoder's edge update, which the edge LayerNorms do
+    // not; the copies would not follow from one condition, and J35 does not
+    // apply (in the simulator either).
+    nlohmann::json j = testing::tiny_model_json(3);
+    j["mesh_nodes"] = 3000;
+    const CostGraph g = graph_for(model_from_json(j, "tiny.json"), kRuns[4]);
+    detail::ChainModel model(g, device);
+    CHECK(model.blocked_readers().empty());
+    Plan blocked = empty_plan(g.stages());
+    blocked.edge_blocks[4] = 2;
+    CHECK(model.predict(blocked).peak_bytes == simulate(g, device, device.memory_bytes, blocked).peak_bytes);
   }
 
   TEST_CASE("solver: a step-checkpointed plan's peak is bounded below by the line through rollouts 3 and 4") {

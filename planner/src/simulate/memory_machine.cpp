@@ -859,6 +859,24 @@ std::vector<int> later_edge_update_stages_reached(const CostGraph& graph, OpId o
   return stages;
 }
 
+std::vector<int> blocked_edge_readers(const CostGraph& graph, const MemoryProfile& profile) {
+  if (!profile.blocked_edge_updates_drop_norm_copies || !profile.aligned_mesh_edge_norms_copy_input) return {};
+  std::vector<std::vector<int>> reaches;
+  std::vector<int> readers;
+  for (std::size_t i = 0; i < graph.ops().size(); ++i) {
+    if (!aligned_mesh_edge_norm(graph, profile, static_cast<OpId>(i))) continue;
+    reaches.push_back(later_edge_update_stages_reached(graph, static_cast<OpId>(i)));
+    readers.insert(readers.end(), reaches.back().begin(), reaches.back().end());
+  }
+  std::sort(readers.begin(), readers.end());
+  readers.erase(std::unique(readers.begin(), readers.end()), readers.end());
+  for (const std::vector<int>& reach : reaches)
+    if (!reach.empty() && !std::equal(reach.begin(), reach.end(),
+                                      std::lower_bound(readers.begin(), readers.end(), reach.front()), readers.end()))
+      return {};
+  return readers;
+}
+
 // A LayerNorm over the mesh edges, their count a multiple of 8, keeps a
 // copy of its input in another layout (J31); in the forward pass only where
 // another edge update reads its output (not the last processor step's,

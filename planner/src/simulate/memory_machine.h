@@ -39,6 +39,13 @@ std::vector<int> edge_update_stages_reached(const CostGraph& graph, OpId op);
 // mesh edges', a LayerNorm its own stage's edge update reads keeps its
 // copy).
 std::vector<int> later_edge_update_stages_reached(const CostGraph& graph, OpId op);
+// J35's readers: the stages whose edge updates, run in blocks, drop some
+// aligned LayerNorm's copy (sorted), where `profile` drops them and each
+// such LayerNorm's later reach is upward closed among them, so that the
+// copies a plan drops follow from the last reader it blocks; else none
+// (then J35 does not apply: where mesh nodes and mesh edges are equally
+// many, a node LayerNorm reaching the decoder would break it).
+std::vector<int> blocked_edge_readers(const CostGraph& graph, const MemoryProfile& profile);
 
 // The machine's state per tensor of the graph. A fresh one is what a step
 // starts from; one stage's replay reads and writes only the entries of its

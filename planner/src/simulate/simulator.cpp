@@ -37,7 +37,8 @@ class Simulation : detail::MemoryMachine {
     static_ = detail::static_breakdown(graph, device, profile_, scanned());
     // A timeline has a row per op of every block.
     bulk_equal_blocks_ = !options.record_timeline;
-    for (std::int64_t blocks : plan.edge_blocks) blocked_edge_stages_.push_back(blocks > 1 ? 1 : 0);
+    if (!detail::blocked_edge_readers(graph, profile_).empty())  // J35 applies
+      for (std::int64_t blocks : plan.edge_blocks) blocked_edge_stages_.push_back(blocks > 1 ? 1 : 0);
     if (profile_.stacks_linearization_residuals(graph.run(), plan.step_checkpoint)) stack_linearization_residuals();
   }
 

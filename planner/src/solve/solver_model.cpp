@@ -57,7 +57,7 @@ ChainModel::ChainModel(const CostGraph& graph, const Device& device, std::option
   set_step_classes();
   for (int step : class_steps_) translates_.push_back(stage_translates(rg_, step, edges_));
   find_stage_neighbours();
-  find_blocked_readers();
+  blocked_readers_ = blocked_edge_readers(graph, rg_.profile);
   static_bytes_ = static_breakdown(graph, device, rg_.profile, loop_.has_value()).total();
   measure_stage_times(device);
 }
@@ -117,22 +117,6 @@ void ChainModel::find_stage_neighbours() {
       std::sort(list.begin(), list.end());
       list.erase(std::unique(list.begin(), list.end()), list.end());
     }
-}
-
-// J35's readers: every stage an aligned LayerNorm's output reaches. Each
-// LayerNorm's reach must be upward closed among them (a residual stream
-// runs on through every later processor step), or a plan's dropped copies
-// would not follow from the last blocked reader alone.
-void ChainModel::find_blocked_readers() {
-  for (const std::vector<int>& reach : rg_.norm_reach)
-    blocked_readers_.insert(blocked_readers_.end(), reach.begin(), reach.end());
-  std::sort(blocked_readers_.begin(), blocked_readers_.end());
-  blocked_readers_.erase(std::unique(blocked_readers_.begin(), blocked_readers_.end()), blocked_readers_.end());
-  for (const std::vector<int>& reach : rg_.norm_reach)
-    if (!reach.empty() && !std::equal(reach.begin(), reach.end(),
-                                      std::lower_bound(blocked_readers_.begin(), blocked_readers_.end(), reach.front()),
-                                      blocked_readers_.end()))
-      throw std::logic_error("solver: a LayerNorm reaches some blocked-edge stages but not the later ones (J35)");
 }
 
 int ChainModel::condition_of(const Plan& plan) const {

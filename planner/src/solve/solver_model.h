@@ -157,8 +157,8 @@ class ChainModel {
 
   // ---- J31's copies that edge updates run in blocks do away with (J35) ----
   // The stages whose edge updates, in blocks, drop some aligned LayerNorm's
-  // copy: sorted; empty where the profile makes no such copy. The stages a
-  // LayerNorm's output reaches are upward closed among these (checked), so
+  // copy (blocked_edge_readers(): empty where J35 does not apply). The
+  // stages a LayerNorm's output reaches are upward closed among these, so
   // the copies a plan drops follow from the last of them it blocks: the
   // model's condition (-1: none), which every execution above assumes.
   // predict() sets it from its plan; the search runs once per condition,
@@ -195,7 +195,6 @@ class ChainModel {
   void set_step_classes();
   void find_stage_neighbours();
   void measure_stage_times(const Device& device);
-  void find_blocked_readers();
   // StageContext::dropped_norm_copies of stage s in class c under the
   // condition.
   std::uint32_t dropped_norm_copies(int c, int s) const;
