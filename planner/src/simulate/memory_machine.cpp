@@ -881,9 +881,9 @@ std::vector<int> blocked_edge_readers(const CostGraph& graph, const MemoryProfil
 // copy of its input in another layout (J31); in the forward pass only where
 // another edge update reads its output (not the last processor step's,
 // whose residual is dead, J22); nowhere where a later stage's edge update
-// its output reaches runs in blocks (J35). (The forward loop that stacks residuals
-// keeps what its linearization names instead, J11: forward_op does not ask
-// there.)
+// that its output reaches runs in blocks (J35). (The forward loop that
+// stacks residuals keeps what its linearization names instead, J11:
+// forward_op does not ask there.)
 bool MemoryMachine::norm_copies_input(OpId id, Pass pass) const {
   if (!aligned_mesh_edge_norm(g_, profile_, id)) return false;
   const Op& op = g_.op(id);

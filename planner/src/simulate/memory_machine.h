@@ -176,10 +176,11 @@ class MemoryMachine {
   // ---- J31's copies an edge update in blocks does away with (J35) ----
   // Whether aligned LayerNorm `op` makes no copy, a later stage's edge
   // update its output reaches running in blocks: by default, one of
-  // blocked_edge_stages_'s
-  // (a whole step's plan); a stage's replay knows it from its context.
+  // blocked_edge_stages_ (a whole step's plan); a stage's replay knows it
+  // from its context.
   virtual bool norm_copy_dropped(OpId op) const;
-  // Per stage: whether its edge update runs in blocks (empty: none does).
+  // Per stage: whether its edge update runs in blocks (empty: none does,
+  // or J35 does not apply: blocked_edge_readers()).
   std::vector<char> blocked_edge_stages_;
 
   // ---- execution ----

@@ -73,8 +73,8 @@ struct StageContext {
   // before the region's recomputation (J33, StageRun::early).
   bool complete_branch_first = false;
   // Bit i: the stage's i-th aligned mesh-edge LayerNorm (ReplayGraph::
-  // norm_index) makes no layout copy, an edge update its output reaches
-  // running in blocks (J35).
+  // norm_index) makes no layout copy, a later stage's edge update that its
+  // output reaches running in blocks (J35; ChainModel's condition).
   std::uint32_t dropped_norm_copies = 0;
 
   // The recomputation of stages [lo, hi] of a region (not the original
