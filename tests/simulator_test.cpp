@@ -832,6 +832,49 @@ TEST_SUITE("simulator") {
   }
 
   TEST_CASE(
+      "simulator: under JAX outside every checkpoint the encoder's grid-node MLP is differentiated as the decoder's "
+      "backward ends (J36)") {
+    // Its output only the decoder reads, so its gradient is complete once
+    // the segment holding the decoder has run its backward; XLA's list
+    // scheduler then runs its backward, which frees the MLP's residuals,
+    // before the processor steps' (`mid`, the mesh-edge embedding to
+    // processor 1 in a region: the MLP's input gradient at #900 of 1524,
+    // the decoder's at #761, the region's recomputation from #912;
+    // docs/cost-model.md J36).
+    struct Order {
+      std::size_t branch = 0, last_decoder = 0, first_processor = 0, first_processor0 = 0;
+    };
+    auto order = [](const RunOptions& run, const std::vector<Region>& checkpoints) {
+      const CostGraph g = CostGraph::build(testing::tiny_model(2), run);
+      Plan plan = empty_plan(g.stages());
+      plan.checkpoints = checkpoints;
+      const Report r = run_plan(g, plan, /*timeline=*/true);
+      Order o;
+      for (std::size_t i = 0; i < r.timeline.size(); ++i) {
+        const StepLocation& at = r.timeline[i].at;
+        if (at.pass == Pass::forward) continue;
+        if (at.pass == Pass::backward && at.op == "encoder.grid_node_mlp.linear0") o.branch = i;
+        // The decoder's edge embedding waits (J32): not counted.
+        if (at.stage == "decoder" && !at.op.starts_with("decoder.edge_embed")) o.last_decoder = i;
+        if (at.stage.starts_with("processor") && o.first_processor == 0) o.first_processor = i;
+        if (at.stage == "processor.0" && o.first_processor0 == 0) o.first_processor0 = i;
+      }
+      return o;
+    };
+    const Order plain = order(jax(DType::bfloat16), {});
+    CHECK(plain.last_decoder < plain.branch);
+    CHECK(plain.branch < plain.first_processor);
+    // With the decoder in a region with processor.1 (3): after that region.
+    const Order in_region = order(jax(DType::bfloat16), {{3, 4, {}}});
+    CHECK(in_region.last_decoder < in_region.branch);
+    CHECK(in_region.first_processor < in_region.branch);  // processor.1's, in the region
+    CHECK(in_region.branch < in_region.first_processor0);
+    // PyTorch's autograd differentiates the encoder last.
+    const Order torch = order(pytorch_float32(), {});
+    CHECK(torch.first_processor < torch.branch);
+  }
+
+  TEST_CASE(
       "simulator: under JAX SiLU's backward makes no buffer: the first linear's output gradient is SiLU's (J21)") {
     // From the output MLP's second linear's backward to SiLU's, the
     // second linear's output gradient [G, 10] is let go. PyTorch's SiLU

@@ -511,6 +511,61 @@ TEST_SUITE("solver") {
     CHECK(model.predict(blocked).peak_bytes == simulate(g, device, device.memory_bytes, blocked).peak_bytes);
   }
 
+  TEST_CASE(
+      "solver: exact where the encoder's complete branch is differentiated as the decoder's backward ends (J36)") {
+    // Under JAX, with the encoder outside every checkpoint, its grid-node
+    // MLP (only the decoder reads it) is differentiated right after the
+    // segment that holds the decoder, before the processor steps: with
+    // 16000 mesh edges and 2000 mesh-to-grid edges the peak then lies in
+    // the processor's backward and the MLP's freed residuals lower it.
+    // Whether the branch frees the grid embedding depends on whether the
+    // encoder's edges run in blocks (their checkpoint keeps it): one search
+    // per condition, the first stage in a region, plain in one block or in
+    // several. Composed exactly, plan by plan and against every plan
+    // enumerated; PyTorch: none.
+    nlohmann::json json = testing::tiny_model_json(2);
+    json["mesh_edges"] = 16000;
+    json["mesh2grid_edges"] = 2000;
+    const Device device = load_device("a100-80gb");
+    for (const RunCase& c : {kRuns[4], kRuns[5], kRuns[0]}) {
+      const std::string run_name = c.name;
+      CAPTURE(run_name);
+      const CostGraph g = graph_for(model_from_json(json, "tiny.json"), c);
+      const int n = static_cast<int>(g.stages().size());
+      detail::ChainModel model(g, device);
+      const bool jax = c.framework == Framework::jax;
+      REQUIRE(model.has_top_level_branch() == jax);
+      if (jax) {
+        const detail::Effect& encoder = model.plain(0, 0, 1);
+        CHECK(encoder.top_level_branch);
+        CHECK(encoder.early_delta < 0);                                 // it frees the MLP's residuals
+        CHECK(model.plain(0, 0, 2).early_delta > encoder.early_delta);  // the blocks keep the grid embedding
+      }
+      // Every flat plan with blocks 1 or 2 (odd block counts: the
+      // composition test above).
+      const std::vector<int> edge_stages = stages_with_edges(g);
+      for (const auto& regions : all_structures(n, /*nested=*/false))
+        for (std::size_t k = 0; k < (std::size_t{1} << edge_stages.size()); ++k) {
+          Plan plan = empty_plan(g.stages());
+          plan.checkpoints = regions;
+          for (std::size_t i = 0; i < edge_stages.size(); ++i)
+            plan.edge_blocks[static_cast<std::size_t>(edge_stages[i])] = (k >> i) & 1 ? 2 : 1;
+          CAPTURE(describe(plan, g.stages()));
+          CHECK(model.predict(plan).peak_bytes == simulate(g, device, device.memory_bytes, plan).peak_bytes);
+        }
+      detail::SearchSpace space;
+      space.block_choices = {1, 2};
+      bool plain_first = false;
+      for (const detail::Candidate& cand : detail::search_frontier(model, space)) {
+        CHECK(cand.peak_bytes == simulate(g, device, device.memory_bytes, cand.plan).peak_bytes);
+        plain_first = plain_first || cand.plan.checkpoints.empty() || cand.plan.checkpoints.front().from > 0;
+      }
+      CHECK(plain_first);
+      CHECK(model.first_stage() == detail::ChainModel::FirstStage::in_region);  // left as it was found
+      check_exhaustive_nested(g, device);
+    }
+  }
+
   TEST_CASE("solver: a step-checkpointed plan's peak is bounded below by the line through rollouts 3 and 4") {
     // What the solver's RolloutLine relies on: from rollout 3 on (first,
     // middle and last steps all present) the peak is convex in the rollout,

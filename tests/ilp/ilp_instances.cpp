@@ -89,31 +89,34 @@ struct Column {
   std::int64_t r = 0, r_peak = 0;    // the region's recomputation (kChild, kInner)
   std::int64_t ir = 0, ir_peak = 0;  // the inner region's recomputation (kInner)
   std::int64_t b = 0, b_peak = 0;    // backward
+  std::int64_t h = 0, h_peak = 0;    // the first stage's complete branch, after the decoder's segment (J36)
   std::int64_t released_inner = 0;   // freed when the inner region's backward ends
   std::int64_t released_region = 0;  // freed when the region's backward ends
   double time_s = 0;                 // the stage's time is its mean over the steps
   bool loss() const { return role.kind == kPlain && blocks == 0; }
   // Everything the stage adds from the end of the loss's backward on.
-  std::int64_t backward_total() const { return e + r + ir + b - released_inner - released_region; }
+  std::int64_t backward_total() const { return e + r + ir + b + h - released_inner - released_region; }
 };
 
 // The events of the schedule, per rollout step k and stage u: its forward
 // (F), its complete branch run before its region's recomputation (E, J33),
 // its recomputation in its region (R), its recomputation in its inner
-// region (I), its backward (B); per step the loss's forward (LF) and
+// region (I), its backward (B), the moment after its backward and what
+// that releases, where the first stage's complete branch runs if u's
+// segment holds the decoder (H, J36); per step the loss's forward (LF) and
 // backward (LB); and the end. Where a stage has no such execution (R of a
 // plain stage), the event is the moment before its next execution, a real
 // state of the schedule too. The order (the simulator's): every step's
 // forward and loss, then the steps' backward passes from the last step to
 // the first, each the loss's backward then the stages right to left.
-enum Kind2 { kF, kE, kR, kI, kB, kLF, kLB, kEnd };
+enum Kind2 { kF, kE, kR, kI, kB, kH, kLF, kLB, kEnd };
 struct Event {
   Kind2 kind = kF;
   int step = 0;
   int u = 0;
 };
 
-bool is_backward(Kind2 k) { return k == kE || k == kR || k == kI || k == kB; }
+bool is_backward(Kind2 k) { return k == kE || k == kR || k == kI || k == kB || k == kH; }
 
 // Memory at event `e` of step k, stage u that column `col` of its own step
 // accounts for (without the loss's constants): what its stage's executions
@@ -122,6 +125,10 @@ bool is_backward(Kind2 k) { return k == kE || k == kR || k == kI || k == kB; }
 std::int64_t within_step(Kind2 e, int u, const Column& col) {
   const int t = col.stage;
   if (e == kF) return t < u ? col.f : t == u ? col.f_peak : 0;
+  // After u's backward: its column all done, the branch at its peak; the
+  // others as at u's backward.
+  if (e == kH && t == u) return col.f + col.backward_total() - col.h + col.h_peak;
+  if (e == kH) e = kB;
   // Every backward-phase event comes after the whole forward pass.
   std::int64_t v = col.f;
   const Role& role = col.role;
@@ -243,13 +250,19 @@ SolverOptions options_of(bool nested) {
 // its complete branches (J33) or after them, and a stage left of the
 // boundary does (in that phase).
 constexpr int kWaits = 1, kRegionRuns = 2, kRunsLeft = 4, kBranchRuns = 8;
+// J36 (where ChainModel::has_top_level_branch()): the first stage runs
+// plain in one block (kFirstPlain) or in several (kFirstPlainBlocked), its
+// complete branch then differentiated after the segment that holds the
+// decoder, whose column takes its effect (chosen there, then carried; the
+// first stage's column must agree); neither: in a region.
+constexpr int kFirstPlain = 16, kFirstPlainBlocked = 32, kFirstStageBits = kFirstPlain | kFirstPlainBlocked;
 // And above these bits, J35's condition as seen from the boundary: 1 + the
 // last stage of ChainModel::blocked_readers() right of it that runs in
 // blocks (0: none does). A stage's effects are the model's under it (the
 // copies its LayerNorms drop follow from the plan's last blocked reader,
 // which, if any lies right of the stage, is that one); a blocked reader
 // with none to its right sets it.
-constexpr int kConditionShift = 4;
+constexpr int kConditionShift = 6;
 
 // The program's columns and rows for one instance.
 struct Program {
@@ -338,94 +351,122 @@ Program build_program(const CostGraph& g, const Device& device, bool nested) {
         const int last_blocked = (flags >> kConditionShift) - 1;
         model.set_condition(last_blocked);
         const bool reader = std::binary_search(model.blocked_readers().begin(), model.blocked_readers().end(), s);
+        // J36: chosen by the decoder's stage, carried, checked by the first.
+        std::vector<int> first_choices{flags & kFirstStageBits};
+        if (s == n - 1 && model.has_top_level_branch()) first_choices = {0, kFirstPlain, kFirstPlainBlocked};
         for (const Role& role : roles)
-          for (std::int64_t blk : blocks) {
-            const int condition_bits = (last_blocked < 0 && reader && blk > 1 ? s + 1 : last_blocked + 1)
-                                       << kConditionShift;
-            // Inside a region (a boundary right of s that is not its end)
-            // the flags are the region's; a stage starting one needs none.
-            const bool enters = role.kind == kPlain || s == role.b;
-            if (enters && (flags & (kRegionRuns | kRunsLeft | kBranchRuns))) continue;
-            Column col;
-            col.step = k;
-            col.stage = s;
-            col.role = role;
-            col.blocks = blk;
-            col.in_state = static_cast<int>(gi);
-            const int depth = role.kind == kPlain ? 0 : role.kind == kChild ? 1 : 2;
-            col.time_s = depth * model.stage_forward_s(s) + (blk > 1 ? model.edge_forward_s(s) : 0.0);
-            if (role.kind == kPlain) {
-              const detail::Effect& e = model.plain(cls, s, blk, in);
-              col.f = e.forward_delta;
-              col.f_peak = e.forward_peak;
-              col.b = e.backward_delta;
-              col.b_peak = e.backward_peak;
-              detail::GradState out = state;
-              detail::ChainModel::hand_over(e, out);
-              col.out_flags = (waits || e.defers ? kWaits : 0) | condition_bits;
-              col.out_state = intern(k, s, out, col.out_flags);
-              p.columns.push_back(col);
-              continue;
-            }
-            const detail::Effect& fw = model.region_forward(cls, s, blk, role.a);
-            col.f = fw.forward_delta;
-            col.f_peak = fw.forward_peak;
-            const detail::Effect& rc = role.kind == kChild
-                                           ? model.recompute_plain(cls, s, blk, role.a, role.b, in)
-                                           : model.recompute_in_inner(cls, s, blk, role.a, role.b, role.c);
-            const detail::Effect* pending = nullptr;  // the recomputation with the backward waiting
-            if (waits)
-              pending = role.kind == kChild ? &model.recompute_plain(cls, s, blk, role.a, role.b, in, true)
-                                            : &model.recompute_in_inner(cls, s, blk, role.a, role.b, role.c, true);
-            const detail::Effect* backward = &rc;
-            if (role.kind == kInner) {
-              const detail::Effect& inner = model.inner_recompute(cls, s, blk, role.c, role.d, in);
-              col.ir = inner.forward_delta;
-              col.ir_peak = inner.forward_peak;
-              col.released_inner = inner.released_at_end;
-              if (s == role.c) col.released_inner += model.kept_bytes(cls, role.c, role.d, role.a, role.c);
-              backward = &inner;
-            }
-            if (s == role.a) col.released_region = model.kept_bytes(cls, role.a, role.b, -1, role.a);
-            col.b = backward->backward_delta;
-            col.b_peak = backward->backward_peak;
-            detail::GradState out = state;
-            detail::ChainModel::hand_over(*backward, out);
-            // The flags it hands on: whether the region's recomputation
-            // runs the waiting backward, and whether in its complete
-            // branches, which all run first (chosen at the region's end,
-            // then carried), and whether a stage left of s does (chosen
-            // where s could run it, else carried). s runs it when it can
-            // in that phase and none to its left does; no branch can where
-            // the rest runs it.
-            for (int region_runs : {0, 1})
-              for (int branch_runs : {0, 1}) {
-                if (enters ? (region_runs && !waits) || (branch_runs && !region_runs)
-                           : region_runs != ((flags & kRegionRuns) ? 1 : 0) ||
-                                 branch_runs != ((flags & kBranchRuns) ? 1 : 0))
-                  continue;
-                if (!branch_runs && pending && pending->early_ran_deferred) continue;
-                const bool runs = pending && (branch_runs ? pending->early_ran_deferred : pending->ran_deferred);
-                const bool runs_left_of_next = enters ? region_runs : (flags & kRunsLeft);
-                for (int runs_left : {0, 1}) {
-                  if (runs ? !runs_left_of_next : runs_left != static_cast<int>(runs_left_of_next)) continue;
-                  if (s == role.a && runs_left) continue;
-                  const bool here = runs && !runs_left;
-                  const detail::Effect& r = here ? *pending : rc;
-                  Column x = col;
-                  x.r = (here && !branch_runs ? r : rc).forward_delta;
-                  x.r_peak = (here && !branch_runs ? r : rc).forward_peak;
-                  x.e = (here && branch_runs ? r : rc).early_delta;
-                  x.e_peak = (here && branch_runs ? r : rc).early_peak;
-                  x.out_flags = (s == role.a ? (waits && !region_runs ? kWaits : 0)
-                                             : (waits ? kWaits : 0) | (region_runs ? kRegionRuns : 0) |
-                                                   (branch_runs ? kBranchRuns : 0) | (runs_left ? kRunsLeft : 0)) |
-                                condition_bits;
-                  x.out_state = intern(k, s, out, x.out_flags);
-                  p.columns.push_back(x);
-                }
+          for (std::int64_t blk : blocks)
+            for (const int first : first_choices) {
+              if (s == 0 && model.has_top_level_branch() &&
+                  first != (role.kind != kPlain ? 0
+                            : blk > 1           ? kFirstPlainBlocked
+                                                : kFirstPlain))
+                continue;
+              const int condition_bits =
+                  ((last_blocked < 0 && reader && blk > 1 ? s + 1 : last_blocked + 1) << kConditionShift) | first;
+              // The column that ends the decoder's segment takes the branch.
+              const bool ends_decoder = role.kind == kPlain ? s == n - 1 : role.b == n - 1 && s == role.a;
+              const auto branch = [&](const detail::GradState& out) {
+                if (!ends_decoder || first == 0) return detail::Piece{};
+                std::int64_t blocks0 = 1;
+                if (first == kFirstPlainBlocked)
+                  for (std::int64_t b : kBlockChoices)
+                    if (b > 1 && b <= edges[0]) {
+                      blocks0 = b;
+                      break;
+                    }
+                return model.top_level_branch_effect(cls, blocks0, out);
+              };
+              // Inside a region (a boundary right of s that is not its end)
+              // the flags are the region's; a stage starting one needs none.
+              const bool enters = role.kind == kPlain || s == role.b;
+              if (enters && (flags & (kRegionRuns | kRunsLeft | kBranchRuns))) continue;
+              Column col;
+              col.step = k;
+              col.stage = s;
+              col.role = role;
+              col.blocks = blk;
+              col.in_state = static_cast<int>(gi);
+              const int depth = role.kind == kPlain ? 0 : role.kind == kChild ? 1 : 2;
+              col.time_s = depth * model.stage_forward_s(s) + (blk > 1 ? model.edge_forward_s(s) : 0.0);
+              if (role.kind == kPlain) {
+                const detail::Effect& e = model.plain(cls, s, blk, in);
+                col.f = e.forward_delta;
+                col.f_peak = e.forward_peak;
+                col.b = e.backward_delta;
+                col.b_peak = e.backward_peak;
+                detail::GradState out = state;
+                detail::ChainModel::hand_over(e, out);
+                const detail::Piece h = branch(out);
+                col.h = h.delta;
+                col.h_peak = h.peak;
+                col.out_flags = (waits || e.defers ? kWaits : 0) | condition_bits;
+                col.out_state = intern(k, s, out, col.out_flags);
+                p.columns.push_back(col);
+                continue;
               }
-          }
+              const detail::Effect& fw = model.region_forward(cls, s, blk, role.a);
+              col.f = fw.forward_delta;
+              col.f_peak = fw.forward_peak;
+              const detail::Effect& rc = role.kind == kChild
+                                             ? model.recompute_plain(cls, s, blk, role.a, role.b, in)
+                                             : model.recompute_in_inner(cls, s, blk, role.a, role.b, role.c);
+              const detail::Effect* pending = nullptr;  // the recomputation with the backward waiting
+              if (waits)
+                pending = role.kind == kChild ? &model.recompute_plain(cls, s, blk, role.a, role.b, in, true)
+                                              : &model.recompute_in_inner(cls, s, blk, role.a, role.b, role.c, true);
+              const detail::Effect* backward = &rc;
+              if (role.kind == kInner) {
+                const detail::Effect& inner = model.inner_recompute(cls, s, blk, role.c, role.d, in);
+                col.ir = inner.forward_delta;
+                col.ir_peak = inner.forward_peak;
+                col.released_inner = inner.released_at_end;
+                if (s == role.c) col.released_inner += model.kept_bytes(cls, role.c, role.d, role.a, role.c);
+                backward = &inner;
+              }
+              if (s == role.a) col.released_region = model.kept_bytes(cls, role.a, role.b, -1, role.a);
+              col.b = backward->backward_delta;
+              col.b_peak = backward->backward_peak;
+              detail::GradState out = state;
+              detail::ChainModel::hand_over(*backward, out);
+              const detail::Piece h = branch(out);
+              col.h = h.delta;
+              col.h_peak = h.peak;
+              // The flags it hands on: whether the region's recomputation
+              // runs the waiting backward, and whether in its complete
+              // branches, which all run first (chosen at the region's end,
+              // then carried), and whether a stage left of s does (chosen
+              // where s could run it, else carried). s runs it when it can
+              // in that phase and none to its left does; no branch can where
+              // the rest runs it.
+              for (int region_runs : {0, 1})
+                for (int branch_runs : {0, 1}) {
+                  if (enters ? (region_runs && !waits) || (branch_runs && !region_runs)
+                             : region_runs != ((flags & kRegionRuns) ? 1 : 0) ||
+                                   branch_runs != ((flags & kBranchRuns) ? 1 : 0))
+                    continue;
+                  if (!branch_runs && pending && pending->early_ran_deferred) continue;
+                  const bool runs = pending && (branch_runs ? pending->early_ran_deferred : pending->ran_deferred);
+                  const bool runs_left_of_next = enters ? region_runs : (flags & kRunsLeft);
+                  for (int runs_left : {0, 1}) {
+                    if (runs ? !runs_left_of_next : runs_left != static_cast<int>(runs_left_of_next)) continue;
+                    if (s == role.a && runs_left) continue;
+                    const bool here = runs && !runs_left;
+                    const detail::Effect& r = here ? *pending : rc;
+                    Column x = col;
+                    x.r = (here && !branch_runs ? r : rc).forward_delta;
+                    x.r_peak = (here && !branch_runs ? r : rc).forward_peak;
+                    x.e = (here && branch_runs ? r : rc).early_delta;
+                    x.e_peak = (here && branch_runs ? r : rc).early_peak;
+                    x.out_flags = (s == role.a ? (waits && !region_runs ? kWaits : 0)
+                                               : (waits ? kWaits : 0) | (region_runs ? kRegionRuns : 0) |
+                                                     (branch_runs ? kBranchRuns : 0) | (runs_left ? kRunsLeft : 0)) |
+                                  condition_bits;
+                    x.out_state = intern(k, s, out, x.out_flags);
+                    p.columns.push_back(x);
+                  }
+                }
+            }
       }
     }
   }
@@ -436,7 +477,7 @@ Program build_program(const CostGraph& g, const Device& device, bool nested) {
     for (std::size_t j = 0; j < m; ++j) r.coefficients[j] = coefficient(e, p.columns[j]);
     p.memory.push_back(std::move(r));
   };
-  const std::string names[] = {"F", "E", "R", "I", "B"};
+  const std::string names[] = {"F", "E", "R", "I", "B", "H"};
   for (int k = 0; k < steps; ++k) {
     const std::string step = steps > 1 ? "step " + std::to_string(k) + " " : "";
     const std::int64_t before = forward_losses_before[static_cast<std::size_t>(k)];
@@ -450,7 +491,7 @@ Program build_program(const CostGraph& g, const Device& device, bool nested) {
     row(step + "loss backward", after_forward + (k == last ? last_loss.backward_peak : last_loss.backward_delta),
         {kLB, k, 0});
     for (int u = n - 1; u >= 0; --u)
-      for (Kind2 e : {kE, kR, kI, kB})
+      for (Kind2 e : {kE, kR, kI, kB, kH})
         row(step + names[e] + std::to_string(u), after_forward + last_loss.backward_delta, {e, k, u});
   }
   row("end", after_forward + last_loss.backward_delta, {kEnd, 0, 0});
@@ -538,7 +579,8 @@ Plan plan_of(const Program& p, const std::vector<int>& chosen, const CostGraph& 
 
 // The columns a plan chooses: per step from the last stage to the first,
 // the column of its role and blocks from the state the path is in (where
-// the flags leave a choice, J32, the one that reaches the first stage);
+// the flags leave a choice, J32 or J36, the one that reaches the first
+// stage);
 // ending in a -1 entry if the program has no such path.
 std::vector<int> path_of(const Program& p, const Plan& plan, int steps, int n) {
   auto role_of = [&](int s) {

@@ -518,9 +518,16 @@ void MemoryMachine::backward(const std::vector<Item>& items, std::int64_t block_
   // embedding's backward waits (J32).
   const bool deferring = profile_.decoder_edge_embedding_backward_deferred && region_depth_ == 0 && block_rows == 0 &&
                          !stacking_residuals_ && !in_loop_body_;
+  TopLevelBranch branch;
+  if (profile_.complete_branch_backward_first && region_depth_ == 0 && block_rows == 0 && !stacking_residuals_ &&
+      !in_loop_body_)
+    branch = take_top_level_branch(items);
   int step = -1;
   for (auto it = items.rbegin(); it != items.rend(); ++it) {
     const Item& item = *it;
+    const auto index = static_cast<std::size_t>(items.rend() - it) - 1;
+    if (!branch.ops.empty() && index < branch.before) run_top_level_branch(branch);
+    if (!branch.in_branch.empty() && branch.in_branch[index]) continue;
     if (deferring && item.kind == Item::Kind::op && deferrable(item.op)) {
       const Op& op = g_.op(item.op);
       for (TensorId t : op.outputs) deferred_threshold_ = std::max(deferred_threshold_, gradient_bytes_of(t, 0));
@@ -541,6 +548,46 @@ void MemoryMachine::backward(const std::vector<Item>& items, std::int64_t block_
   }
   if (top_level) release_weight_gradient_operands();
   if (deferring && run_deferred_at_end_) run_deferred();
+}
+
+MemoryMachine::TopLevelBranch MemoryMachine::take_top_level_branch(const std::vector<Item>& items) {
+  int decoder = -1;
+  for (std::size_t s = 0; s < g_.chain().size(); ++s)
+    if (g_.chain()[s].role == StageRole::decoder) decoder = static_cast<int>(s);
+  if (decoder < 0) return {};
+  const auto before_decoder = [&](OpId id) { return g_.op(id).stage < decoder; };
+  const std::vector<EarlyRole> roles = early_roles(items, before_decoder);
+  TopLevelBranch branch;
+  branch.in_branch.assign(items.size(), 0);
+  branch.before = items.size();
+  std::size_t plain = 0;  // the plain items, each of which saved once, in order
+  bool any = false;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (items[i].kind != Item::Kind::op) continue;
+    ++plain;
+    branch.in_branch[i] = roles[i] == kEarlyBranch && before_decoder(items[i].op) ? 1 : 0;
+    any = any || branch.in_branch[i];
+  }
+  if (!any) return {};
+  for (std::size_t i = 0; i < items.size() && branch.before == items.size(); ++i)
+    for (OpId id : items[i].kind == Item::Kind::op ? std::vector<OpId>{items[i].op} : ops_of(items[i].children))
+      if (!before_decoder(id)) branch.before = i;
+  if (plain > saved_.size()) throw std::logic_error("MemoryMachine: a plain op's saved tensors are missing");
+  std::size_t j = saved_.size();
+  for (std::size_t i = items.size(); i-- > 0;) {
+    if (items[i].kind != Item::Kind::op) continue;
+    --j;
+    if (!branch.in_branch[i]) continue;
+    branch.ops.emplace_back(items[i].op, std::move(saved_[j]));
+    saved_.erase(saved_.begin() + static_cast<std::ptrdiff_t>(j));
+  }
+  return branch;
+}
+
+void MemoryMachine::run_top_level_branch(TopLevelBranch& branch) {
+  for (auto& [op, saved] : branch.ops) backward_op(op, std::move(saved), 0, -1);
+  branch.ops.clear();
+  on_top_level_branch_done();
 }
 
 void MemoryMachine::run_deferred() {

@@ -102,6 +102,8 @@ class MemoryMachine {
   // A rollout step's loop body (Item::loop_body) starts its recomputation,
   // what the loop holds around it allocated.
   virtual void on_loop_body_start() {}
+  // The top level's complete branch (J36) has been differentiated.
+  virtual void on_top_level_branch_done() {}
   virtual void mark_block_cost() {}
   virtual void repeat_block_cost(std::int64_t /*count*/) {}
 
@@ -172,6 +174,24 @@ class MemoryMachine {
   // the region (the ops of `items` do).
   enum EarlyRole : char { kLate, kEarlyAncestor, kEarlyBranch };
   std::vector<EarlyRole> early_roles(const std::vector<Item>& items, const std::function<bool(OpId)>& in_region) const;
+
+  // ---- the top level's complete branch, as the decoder's backward ends (J36) ----
+  // Outside every checkpoint and scanned loop (and not in a step that
+  // stacks residuals), the plain ops of a stage before the decoder whose
+  // outputs only the decoder or other such ops read (early_roles() with
+  // the decoder taken as after the region: the encoder's grid-node update)
+  // are differentiated as soon as the backward of the items holding the
+  // decoder's ops has run: before the item just before them (`before`;
+  // items.size() where `items` hold no decoder op, as in a stage's
+  // replay: first). take_top_level_branch() takes their saved tensors off
+  // saved_; the branch's ops come in backward order.
+  struct TopLevelBranch {
+    std::vector<char> in_branch;  // per item
+    std::vector<std::pair<OpId, std::vector<int>>> ops;
+    std::size_t before = 0;
+  };
+  TopLevelBranch take_top_level_branch(const std::vector<Item>& items);
+  void run_top_level_branch(TopLevelBranch& branch);
 
   // ---- J31's copies an edge update in blocks does away with (J35) ----
   // Whether aligned LayerNorm `op` makes no copy, a later stage's edge

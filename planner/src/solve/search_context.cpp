@@ -10,8 +10,11 @@ SearchContext::SearchContext(ChainModel& model, const SearchSpace& space)
     : model_(model), space_(space), classes_(model.class_count()), edges_(edges_per_stage(model.graph().chain())) {}
 
 std::vector<std::int64_t> SearchContext::choices(int s) const {
+  using FirstStage = ChainModel::FirstStage;
+  const FirstStage first = model_.has_top_level_branch() && s == 0 ? model_.first_stage() : FirstStage::in_region;
   const std::int64_t edges = edges_[static_cast<std::size_t>(s)];
-  if (edges <= 0) return {1};
+  if (edges <= 0)
+    return first == FirstStage::plain_blocked ? std::vector<std::int64_t>{} : std::vector<std::int64_t>{1};
   // J35's condition: its stage in blocks, the readers after it not.
   const auto& readers = model_.blocked_readers();
   const int last = model_.condition();
@@ -21,6 +24,7 @@ std::vector<std::int64_t> SearchContext::choices(int s) const {
   for (std::int64_t b : space_.block_choices) {
     const std::int64_t capped = std::min(b, edges);
     if (reader && s == last && capped == 1) continue;
+    if ((first == FirstStage::plain && capped > 1) || (first == FirstStage::plain_blocked && capped == 1)) continue;
     if (std::find(out.begin(), out.end(), capped) == out.end()) out.push_back(capped);
   }
   return out;

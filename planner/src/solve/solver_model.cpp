@@ -60,6 +60,9 @@ ChainModel::ChainModel(const CostGraph& graph, const Device& device, std::option
   blocked_readers_ = blocked_edge_readers(graph, rg_.profile);
   static_bytes_ = static_breakdown(graph, device, rg_.profile, loop_.has_value()).total();
   measure_stage_times(device);
+  // J36 where the simulator applies it (MemoryMachine::backward): the top
+  // level, as J33's regions.
+  has_top_level_branch_ = complete_branch_first_ && stage_count() > 1 && plain(0, 0, 1).top_level_branch;
 }
 
 // Step classes: first, middle, last (fewer when the rollout is short).
@@ -212,6 +215,9 @@ Effect ChainModel::run(int c, int s, std::int64_t blocks, StageContext ctx, cons
   e.early_delta = r.early.delta_bytes;
   e.early_peak = r.early.peak_bytes;
   e.early_ran_deferred = r.early_ran_deferred;
+  e.top_level_branch = r.top_level_branch;
+  if (r.top_level_branch && s != 0)
+    throw std::logic_error("ChainModel: a complete branch outside every checkpoint in a stage other than the first");
   if (r.defers) deferred_ = r.deferred;
   for (auto [t, bytes] : r.outgoing_grads) {
     if (moved) t = translate.of_base(t);
@@ -297,6 +303,11 @@ std::vector<std::int64_t> ChainModel::boundary(int c, int p, const GradState& st
 
 const Effect& ChainModel::plain(int c, int s, std::int64_t blocks, const std::vector<std::int64_t>& in) {
   return cached({c, s, blocks, kPlain, 0, 0, 0}, in, StageContext{});
+}
+
+Piece ChainModel::top_level_branch_effect(int c, std::int64_t blocks, const GradState& grads) {
+  const Effect& e = plain(c, 0, blocks, signature(c, 0, grads));
+  return {e.early_delta, e.early_peak};
 }
 
 const Effect& ChainModel::region_forward(int c, int s, std::int64_t blocks, int a) {
@@ -385,9 +396,10 @@ struct MemoryWalk {
     mem += e.forward_delta;
   }
   // A complete branch run before its region's recomputation (J33).
-  void early(const Effect& e) {
-    peak = std::max(peak, mem + e.early_peak);
-    mem += e.early_delta;
+  void early(const Effect& e) { piece({e.early_delta, e.early_peak}); }
+  void piece(Piece p) {
+    peak = std::max(peak, mem + p.peak);
+    mem += p.delta;
   }
   void backward(const Effect& e, GradState& grads) {
     peak = std::max(peak, mem + e.backward_peak);
@@ -476,6 +488,7 @@ void backward_step(ChainModel& m, const Plan& plan, int c, MemoryWalk& w, GradSt
   const int n = m.stage_count();
   w.backward(m.loss(c, m.signature(c, n, grads)), grads);
   std::size_t r = plan.checkpoints.size();
+  bool decoder_done = false;
   for (int s = n - 1; s >= 0;) {
     if (r > 0 && plan.checkpoints[r - 1].to == s) {
       const Region& region = plan.checkpoints[--r];
@@ -487,6 +500,10 @@ void backward_step(ChainModel& m, const Plan& plan, int c, MemoryWalk& w, GradSt
       pending = pending || e.defers;
       --s;
     }
+    // After the segment holding the decoder: the first stage's complete
+    // branch (J36).
+    if (!decoder_done && m.branch_hoisted()) w.piece(m.top_level_branch_effect(c, blocks_of(plan, 0), grads));
+    decoder_done = true;
   }
 }
 
@@ -506,6 +523,11 @@ double recompute_seconds(const ChainModel& m, const Plan& plan) {
 
 ChainModel::Prediction ChainModel::predict(const Plan& plan) {
   set_condition(condition_of(plan));
+  const bool first_stage_plain = std::none_of(plan.checkpoints.begin(), plan.checkpoints.end(),
+                                              [](const Region& region) { return region.from == 0; });
+  set_first_stage(!first_stage_plain        ? FirstStage::in_region
+                  : plan.edge_blocks[0] > 1 ? FirstStage::plain_blocked
+                                            : FirstStage::plain);
   if (loop_) {
     // Each class's body from the memory it starts from: the step's
     // recomputation (its loss's seeds are already there), then its backward.

@@ -22,6 +22,7 @@
 #include "actmem/simulate/plan.h"
 #include "solve/solver_replay.h"
 #include "solve/stage_translates.h"
+#include "solve/suffix_sums.h"
 
 namespace actmem::detail {
 
@@ -43,6 +44,9 @@ struct Effect {
   // whether that ran the waiting edge-embedding backward.
   std::int64_t early_delta = 0, early_peak = 0;
   bool early_ran_deferred = false;
+  // J36, plain at the top level: the early fields are the stage's complete
+  // branch differentiated as the decoder's backward ends.
+  bool top_level_branch = false;
 };
 
 // Gradient buffers in flight between stages during the backward pass:
@@ -169,6 +173,24 @@ class ChainModel {
   // The last of blocked_readers() that `plan` runs in blocks, or -1.
   int condition_of(const Plan& plan) const;
 
+  // ---- the first stage's complete branch, as the decoder's backward ends (J36) ----
+  // Whether the first stage has one: plain at the top level, its branch
+  // is then differentiated right after the segment holding the decoder
+  // (its plain replay's Effect::early_*, the rest its backward). What the
+  // branch frees depends on whether the stage's edge update runs in blocks
+  // (a blocked update's checkpoint keeps the grid embedding), so the
+  // search runs once per condition: the first stage in a region, plain in
+  // one block, or plain in blocks (the branch folded into the decoder's
+  // segment: top_level_branch_effect()); predict() sets it from its plan.
+  enum class FirstStage { in_region, plain, plain_blocked };
+  bool has_top_level_branch() const { return has_top_level_branch_; }
+  FirstStage first_stage() const { return first_stage_; }
+  void set_first_stage(FirstStage condition) { first_stage_ = condition; }
+  bool branch_hoisted() const { return has_top_level_branch_ && first_stage_ != FirstStage::in_region; }
+  // The branch's effect in class c with `blocks` for the first stage,
+  // given the gradients in flight as it runs.
+  Piece top_level_branch_effect(int c, std::int64_t blocks, const GradState& grads);
+
   // The loss pseudo-stage of class c.
   const Effect& loss(int c, const std::vector<std::int64_t>& in = {});
   // Step-time contributions: one forward execution of stage s, and of its
@@ -256,6 +278,8 @@ class ChainModel {
   bool complete_branch_first_ = false;
   std::vector<int> blocked_readers_;  // J35
   int condition_ = -1;
+  bool has_top_level_branch_ = false;  // J36
+  FirstStage first_stage_ = FirstStage::in_region;
   std::vector<double> stage_time_s_, edge_time_s_;
   std::vector<std::int64_t> edges_;
   TensorState scratch_;  // the replays' (one at a time)

@@ -304,11 +304,13 @@ class Replay : MemoryMachine {
     const Keys keys = context_keys();
     if (!allocated_read_after_region_) allocate_incoming(keys, true);
     allocate_incoming(keys, false);
-    const std::int64_t start = live();
-    peak_ = start;
+    backward_start_ = live();
+    peak_ = backward_start_;
     region_depth_ = ctx_.in_region ? 1 : 0;
+    backward_result_ = &result;
     backward(items, 0, -1);
-    result.backward = {peak_ - start, live() - start};
+    backward_result_ = nullptr;
+    result.backward = {peak_ - backward_start_, live() - backward_start_};
     if (has_deferred()) {
       const std::int64_t before = live();
       peak_ = before;
@@ -346,6 +348,15 @@ class Replay : MemoryMachine {
   void sample_op(Pass, const Op&, int) override { peak_ = std::max(peak_, live()); }
   void sample_concat(Pass, const Item&) override { peak_ = std::max(peak_, live()); }
   void sample_transient() override { peak_ = std::max(peak_, live()); }
+  // J36: a plain stage's complete branch, differentiated first, is the
+  // early part; the backward is the rest's.
+  void on_top_level_branch_done() override {
+    if (!backward_result_) return;
+    backward_result_->early = {peak_ - backward_start_, live() - backward_start_};
+    backward_result_->top_level_branch = true;
+    backward_start_ = live();
+    peak_ = backward_start_;
+  }
   // J35: as the context says, for this stage's aligned LayerNorms.
   bool norm_copy_dropped(OpId op) const override {
     const int i = rg_.norm_index[static_cast<std::size_t>(op)];
@@ -358,6 +369,8 @@ class Replay : MemoryMachine {
   TensorState& state_;
   std::int64_t peak_ = 0;
   bool allocated_read_after_region_ = false;  // by run_complete_branch()
+  std::int64_t backward_start_ = 0;           // what run_backward() measures from
+  StageRun* backward_result_ = nullptr;       // while run_backward() runs
 };
 
 }  // namespace

@@ -112,6 +112,10 @@ struct StageRun {
   // edge-embedding backward (then `ran_deferred` is false).
   StageEffect early;
   bool early_ran_deferred = false;
+  // Plain at the top level: the stage's complete branch differentiated
+  // first (J36: where the whole step runs it, as the decoder's backward
+  // ends), its effect in `early`; `backward` is then the rest's.
+  bool top_level_branch = false;
 };
 
 // Facts about the whole graph the replay needs, computed once.

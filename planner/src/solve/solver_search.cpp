@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <deque>
+#include <stdexcept>
 
 #include "solve/pareto_front.h"
 #include "solve/region_program.h"
@@ -28,11 +29,12 @@ std::vector<Candidate> pareto_candidates(std::vector<Candidate> all) {
 // The chain program: right to left over the chain's boundaries, partial
 // plans over the suffix as labels of per-class ChainSums, bucketed by the
 // gradients in flight at their left boundary and sum_f + sum_b per class.
-// Each step puts a plain stage or a region (RegionProgram) to the left.
+// Each step puts a plain stage or a region (`regions`, which programs of
+// one context may share: it caches its options) to the left.
 class ChainProgram {
  public:
-  ChainProgram(ChainModel& model, const SearchSpace& space)
-      : ctx_(model, space), m_(model), n_(model.stage_count()), k_(model.class_count()), regions_(ctx_) {}
+  ChainProgram(const SearchContext& context, RegionProgram& regions)
+      : ctx_(context), m_(context.model()), n_(m_.stage_count()), k_(m_.class_count()), regions_(regions) {}
 
   // search_frontier(): every plan not dominated in (peak, time), by
   // increasing peak.
@@ -55,6 +57,10 @@ class ChainProgram {
   };
 
   Buckets<Label> right_end();
+  // `effects` of a segment ending at stage b, followed where it holds the
+  // decoder (b the last stage) by the first stage's complete branch when
+  // the model hoists it (J36), given the gradients in flight after it.
+  PerClass<SegmentEffect> with_branch(int b, const PerClass<SegmentEffect>& effects, const ClassGrads& grads);
   void add_plain_stage(Buckets<Label>& into, const Bucket<Label>& from, int b);
   void extend(Buckets<Label>& into, const Bucket<Label>& from, const PerClass<SegmentEffect>& effects,
               const ClassGrads& grads, double time_s, const Segment& segment, int a, bool pending);
@@ -67,10 +73,10 @@ class ChainProgram {
   std::int64_t loop_peak_of(const Label& l, const LoopBody& loop) const;
   std::int64_t body_peak(const ChainSums& s, int c) const;
 
-  SearchContext ctx_;
+  const SearchContext& ctx_;
   ChainModel& m_;
   int n_, k_;
-  RegionProgram regions_;
+  RegionProgram& regions_;
   std::vector<Trail> trail_;
   std::vector<Label> fresh_, merged_;   // extend()'s scratch
   std::deque<Segment> plain_segments_;  // the plain-stage choices trails point to
@@ -90,13 +96,15 @@ std::vector<Candidate> ChainProgram::run() {
     for (auto& [key, bucket] : at[static_cast<std::size_t>(p)]) {
       keep_front(bucket.labels);
       const int b = p - 1;
-      add_plain_stage(at[static_cast<std::size_t>(b)], bucket, b);
+      if (b > 0 || ctx_.first_stage_plain()) add_plain_stage(at[static_cast<std::size_t>(b)], bucket, b);
       const bool pending = bucket.labels.front().pending;
-      for (int a = b; a >= 0; --a)
+      for (int a = b; a >= 0; --a) {
+        if (a == 0 && !ctx_.first_stage_in_region()) continue;
         for (const RegionGroup& group : regions_.options(a, b, bucket.grads, pending))
           for (const RegionOption& o : group.options)
-            extend(at[static_cast<std::size_t>(a)], bucket, o.effects, group.grads, o.time_s, o.segment, a,
-                   pending && !o.sets_off);
+            extend(at[static_cast<std::size_t>(a)], bucket, with_branch(b, o.effects, group.grads), group.grads,
+                   o.time_s, o.segment, a, pending && !o.sets_off);
+      }
     }
   }
   return frontier(at[0]);
@@ -118,6 +126,26 @@ Buckets<ChainProgram::Label> ChainProgram::right_end() {
   std::vector<std::int64_t> key = ctx_.boundary_key(n_, start.grads);
   key.push_back(0);  // nothing pending (extend())
   out[std::move(key)] = std::move(start);
+  return out;
+}
+
+PerClass<SegmentEffect> ChainProgram::with_branch(int b, const PerClass<SegmentEffect>& effects,
+                                                  const ClassGrads& grads) {
+  if (b != n_ - 1 || !m_.branch_hoisted()) return effects;
+  PerClass<SegmentEffect> out = effects;
+  for (int c = 0; c < k_; ++c) {
+    // Under its condition the first stage's block counts free the same
+    // (ChainModel::FirstStage), which is checked.
+    const std::vector<std::int64_t> choices = ctx_.choices(0);
+    const Piece branch = m_.top_level_branch_effect(c, choices.front(), grads[static_cast<std::size_t>(c)]);
+    for (std::int64_t blocks : choices) {
+      const Piece other = m_.top_level_branch_effect(c, blocks, grads[static_cast<std::size_t>(c)]);
+      if (other.delta != branch.delta || other.peak != branch.peak)
+        throw std::logic_error("solver: the first stage's complete branch depends on how many edge blocks it has");
+    }
+    Piece& backward = out[c].backward;
+    backward = {backward.delta + branch.delta, std::max(backward.peak, backward.delta + branch.peak)};
+  }
   return out;
 }
 
@@ -145,6 +173,7 @@ void ChainProgram::add_plain_stage(Buckets<Label>& into, const Bucket<Label>& fr
       cost.same.insert(cost.same.end(), {e.forward_delta, e.backward_delta});
       cost.costs.insert(cost.costs.end(), {e.forward_peak, e.backward_peak});
     }
+    o.effects = with_branch(b, o.effects, o.grads);
     const std::vector<std::int64_t> boundary = ctx_.boundary_key(b, o.grads);
     cost.same.insert(cost.same.end(), boundary.begin(), boundary.end());
     cost.same.push_back(o.pending ? 1 : 0);
@@ -350,16 +379,33 @@ std::int64_t ChainProgram::body_peak(const ChainSums& s, int c) const {
 // its condition, which its executions assume; the union's front is the
 // frontier.
 std::vector<Candidate> search_frontier(ChainModel& model, const SearchSpace& space) {
-  if (model.blocked_readers().empty()) return ChainProgram(model, space).run();
+  const SearchContext ctx(model, space);
+  if (model.blocked_readers().empty() && !model.has_top_level_branch()) {
+    RegionProgram regions(ctx);
+    return ChainProgram(ctx, regions).run();
+  }
   std::vector<int> conditions{-1};
   conditions.insert(conditions.end(), model.blocked_readers().begin(), model.blocked_readers().end());
+  using FirstStage = ChainModel::FirstStage;
+  std::vector<FirstStage> first{FirstStage::in_region};
+  if (model.has_top_level_branch()) first.insert(first.end(), {FirstStage::plain, FirstStage::plain_blocked});
   std::vector<Candidate> all;
   for (int last : conditions) {
     model.set_condition(last);
-    if (last >= 0 && SearchContext(model, space).choices(last).empty()) continue;  // it cannot run in blocks
-    for (Candidate& c : ChainProgram(model, space).run()) all.push_back(std::move(c));
+    model.set_first_stage(FirstStage::in_region);
+    if (last >= 0 && ctx.choices(last).empty()) continue;  // it cannot run in blocks
+    // J36's conditions share the regions' options: with the first stage
+    // plain no region starts there, and the other stages' choices are the
+    // same under all three.
+    RegionProgram regions(ctx);
+    for (FirstStage f : first) {
+      model.set_first_stage(f);
+      if (ctx.choices(0).empty()) continue;  // the first stage cannot run so
+      for (Candidate& c : ChainProgram(ctx, regions).run()) all.push_back(std::move(c));
+    }
   }
   model.set_condition(-1);
+  model.set_first_stage(FirstStage::in_region);
   return pareto_candidates(std::move(all));
 }
 
