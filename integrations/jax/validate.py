@@ -196,9 +196,6 @@ def cases() -> list[Case]:
 # Cases whose miss is understood and not yet modelled (docs/validation-jax.md):
 # they are reported, and do not fail the run.
 KNOWN_GAPS = {
-    # rollout 1: processor 1 in blocks in a region from the mesh-edge embedding
-    "mid mesh-region-blocks r1 bfloat16 b1": "+5.2%, over (+12.6% before J35); the rest, at processor 1's blocked "
-                                             "backward, not located",
     # rollouts without step checkpoints (J11)
     "graphcast deepmind r4 bfloat16 b1": "-6.2%, under: XLA's rollout without step checkpoints, batch axis kept, "
                                          "is 2.0% over the program without it (actmem -0.2% there); not located",
