@@ -431,6 +431,29 @@ TEST_SUITE("solver") {
       json["processor_steps"] = 1;
       check_exhaustive_nested(graph_for(model_from_json(json, "tiny.json"), c), device);
     }
+    // Outside every region an edge update in blocks recomputes each block
+    // in its backward: with 16000 mesh edges and 2000 mesh-to-grid ones a
+    // block's first linear writes more than that gradient, and runs the
+    // waiting backward there (the plain stage's replay with it waiting).
+    json["processor_steps"] = 2;
+    json["mesh_edges"] = 16000;
+    json["mesh2grid_edges"] = 2000;
+    for (const RunCase& c : {kRuns[4], float32}) {
+      const std::string run_name = c.name;
+      CAPTURE(run_name);
+      const CostGraph g = graph_for(model_from_json(json, "tiny.json"), c);
+      detail::ChainModel model(g, device);
+      CHECK(model.plain(0, 3, 2, {}, /*pending=*/true).backward_ran_deferred);
+      CHECK_FALSE(model.plain(0, 3, 1, {}, /*pending=*/true).backward_ran_deferred);
+      for (std::int64_t p0 : {1, 2, 4})
+        for (std::int64_t p1 : {1, 2, 4}) {
+          Plan plan = empty_plan(g.stages());
+          plan.edge_blocks[2] = p0;
+          plan.edge_blocks[3] = p1;
+          CAPTURE(describe(plan, g.stages()));
+          CHECK(model.predict(plan).peak_bytes == simulate(g, device, device.memory_bytes, plan).peak_bytes);
+        }
+    }
   }
 
   TEST_CASE("solver: exact where a region runs the encoder's complete branch first (J33)") {
@@ -527,7 +550,8 @@ TEST_SUITE("solver") {
     json["mesh_edges"] = 16000;
     json["mesh2grid_edges"] = 2000;
     const Device device = load_device("a100-80gb");
-    for (const RunCase& c : {kRuns[4], kRuns[5], kRuns[0]}) {
+    const RunCase float32{"jax float32", Framework::jax, DType::float32, 1, 1};
+    for (const RunCase& c : {kRuns[4], kRuns[5], float32, kRuns[0]}) {
       const std::string run_name = c.name;
       CAPTURE(run_name);
       const CostGraph g = graph_for(model_from_json(json, "tiny.json"), c);
@@ -541,20 +565,25 @@ TEST_SUITE("solver") {
         CHECK(encoder.early_delta < 0);                                 // it frees the MLP's residuals
         CHECK(model.plain(0, 0, 2).early_delta > encoder.early_delta);  // the blocks keep the grid embedding
       }
-      // Every flat plan with blocks 1 or 2 (odd block counts: the
+      // Every flat plan with blocks 1, 2 or 4 (odd block counts: the
       // composition test above).
       const std::vector<int> edge_stages = stages_with_edges(g);
+      std::size_t combos = 1;
+      for (std::size_t i = 0; i < edge_stages.size(); ++i) combos *= 3;
       for (const auto& regions : all_structures(n, /*nested=*/false))
-        for (std::size_t k = 0; k < (std::size_t{1} << edge_stages.size()); ++k) {
+        for (std::size_t k = 0; k < combos; ++k) {
           Plan plan = empty_plan(g.stages());
           plan.checkpoints = regions;
-          for (std::size_t i = 0; i < edge_stages.size(); ++i)
-            plan.edge_blocks[static_cast<std::size_t>(edge_stages[i])] = (k >> i) & 1 ? 2 : 1;
+          std::size_t rest = k;
+          for (int s : edge_stages) {
+            plan.edge_blocks[static_cast<std::size_t>(s)] = std::int64_t{1} << (rest % 3);
+            rest /= 3;
+          }
           CAPTURE(describe(plan, g.stages()));
           CHECK(model.predict(plan).peak_bytes == simulate(g, device, device.memory_bytes, plan).peak_bytes);
         }
       detail::SearchSpace space;
-      space.block_choices = {1, 2};
+      space.block_choices = {1, 2, 4};
       bool plain_first = false;
       for (const detail::Candidate& cand : detail::search_frontier(model, space)) {
         CHECK(cand.peak_bytes == simulate(g, device, device.memory_bytes, cand.plan).peak_bytes);

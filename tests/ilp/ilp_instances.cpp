@@ -390,7 +390,7 @@ Program build_program(const CostGraph& g, const Device& device, bool nested) {
               const int depth = role.kind == kPlain ? 0 : role.kind == kChild ? 1 : 2;
               col.time_s = depth * model.stage_forward_s(s) + (blk > 1 ? model.edge_forward_s(s) : 0.0);
               if (role.kind == kPlain) {
-                const detail::Effect& e = model.plain(cls, s, blk, in);
+                const detail::Effect& e = model.plain(cls, s, blk, in, waits);
                 col.f = e.forward_delta;
                 col.f_peak = e.forward_peak;
                 col.b = e.backward_delta;
@@ -400,7 +400,7 @@ Program build_program(const CostGraph& g, const Device& device, bool nested) {
                 const detail::Piece h = branch(out);
                 col.h = h.delta;
                 col.h_peak = h.peak;
-                col.out_flags = (waits || e.defers ? kWaits : 0) | condition_bits;
+                col.out_flags = ((waits && !e.backward_ran_deferred) || e.defers ? kWaits : 0) | condition_bits;
                 col.out_state = intern(k, s, out, col.out_flags);
                 p.columns.push_back(col);
                 continue;

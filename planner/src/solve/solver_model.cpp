@@ -216,6 +216,7 @@ Effect ChainModel::run(int c, int s, std::int64_t blocks, StageContext ctx, cons
   e.early_peak = r.early.peak_bytes;
   e.early_ran_deferred = r.early_ran_deferred;
   e.top_level_branch = r.top_level_branch;
+  e.backward_ran_deferred = r.backward_ran_deferred;
   if (r.top_level_branch && s != 0)
     throw std::logic_error("ChainModel: a complete branch outside every checkpoint in a stage other than the first");
   if (r.defers) deferred_ = r.deferred;
@@ -301,8 +302,10 @@ std::vector<std::int64_t> ChainModel::boundary(int c, int p, const GradState& st
   return out;
 }
 
-const Effect& ChainModel::plain(int c, int s, std::int64_t blocks, const std::vector<std::int64_t>& in) {
-  return cached({c, s, blocks, kPlain, 0, 0, 0}, in, StageContext{});
+const Effect& ChainModel::plain(int c, int s, std::int64_t blocks, const std::vector<std::int64_t>& in, bool pending) {
+  StageContext ctx;
+  set_pending(ctx, pending);
+  return cached({c, s, blocks, kPlain, 0, 0, 0, pending}, in, ctx);
 }
 
 Piece ChainModel::top_level_branch_effect(int c, std::int64_t blocks, const GradState& grads) {
@@ -495,9 +498,9 @@ void backward_step(ChainModel& m, const Plan& plan, int c, MemoryWalk& w, GradSt
       backward_region(m, plan, c, region, w, grads, pending);
       s = region.from - 1;
     } else {
-      const Effect& e = m.plain(c, s, blocks_of(plan, s), m.signature(c, s, grads));
+      const Effect& e = m.plain(c, s, blocks_of(plan, s), m.signature(c, s, grads), pending);
       w.backward(e, grads);
-      pending = pending || e.defers;
+      pending = (pending && !e.backward_ran_deferred) || e.defers;
       --s;
     }
     // After the segment holding the decoder: the first stage's complete

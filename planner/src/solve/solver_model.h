@@ -36,8 +36,9 @@ struct Effect {
   // Gradients handed to earlier stages: (step-independent tensor key, bytes).
   std::vector<std::pair<int, std::int64_t>> outgoing;
   // J32: its backward leaves the decoder's edge-embedding backward waiting
-  // (ChainModel::deferred() runs it); its forward, pending, ran it.
-  bool defers = false, ran_deferred = false;
+  // (ChainModel::deferred() runs it); its forward, pending, ran it; its
+  // backward, pending, did (a plain stage's edge block recomputing).
+  bool defers = false, ran_deferred = false, backward_ran_deferred = false;
   // J33, a plain child of a top-level region: its complete branch's
   // recomputation and backward, run before the region's recomputation
   // (zero where it has none; the other fields are then the rest's), and
@@ -109,7 +110,11 @@ class ChainModel {
   // Plain at the top level: forward (saving) and backward.
   // Backward-bearing executions take the sizes of the gradients flowing in
   // (signature(): in the order of the stage's incoming gradients).
-  const Effect& plain(int c, int s, std::int64_t blocks, const std::vector<std::int64_t>& in = {});
+  // `pending`: with the decoder's edge-embedding backward waiting (J32),
+  // which the recomputation of an edge block may run
+  // (Effect::backward_ran_deferred).
+  const Effect& plain(int c, int s, std::int64_t blocks, const std::vector<std::int64_t>& in = {},
+                      bool pending = false);
   // Original forward inside a top-level region from `a`. Forward fields only.
   const Effect& region_forward(int c, int s, std::int64_t blocks, int a);
   // Recomputation inside region [a, b] as a plain child (saving), and its

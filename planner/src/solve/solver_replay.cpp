@@ -311,6 +311,7 @@ class Replay : MemoryMachine {
     backward(items, 0, -1);
     backward_result_ = nullptr;
     result.backward = {peak_ - backward_start_, live() - backward_start_};
+    result.backward_ran_deferred = ran_deferred_elsewhere_ && !result.ran_deferred && !result.early_ran_deferred;
     if (has_deferred()) {
       const std::int64_t before = live();
       peak_ = before;

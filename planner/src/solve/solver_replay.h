@@ -103,8 +103,10 @@ struct StageRun {
   // `deferred`.
   bool defers = false;
   DeferredEffect deferred;
-  // With ctx.deferred_pending: the forward execution ran it.
+  // With ctx.deferred_pending: the forward execution ran it; the backward
+  // did (an edge block's recomputation, in a stage outside every region).
   bool ran_deferred = false;
+  bool backward_ran_deferred = false;
   // With ctx.complete_branch_first: the stage's complete branch and its
   // ancestors recomputed, then the branch differentiated, before the
   // region's recomputation (zero where it has none; `forward` and

@@ -166,9 +166,9 @@ void ChainProgram::add_plain_stage(Buckets<Label>& into, const Bucket<Label>& fr
     OptionCosts cost;
     for (int c = 0; c < k_; ++c) {
       GradState& g = o.grads[static_cast<std::size_t>(c)];
-      const Effect& e = m_.plain(c, b, blocks, m_.signature(c, b, g));
+      const Effect& e = m_.plain(c, b, blocks, m_.signature(c, b, g), from.labels.front().pending);
       ChainModel::hand_over(e, g);
-      o.pending = o.pending || e.defers;
+      o.pending = (o.pending && !e.backward_ran_deferred) || e.defers;
       o.effects.push_back({{e.forward_delta, e.forward_peak}, {e.backward_delta, e.backward_peak}});
       cost.same.insert(cost.same.end(), {e.forward_delta, e.backward_delta});
       cost.costs.insert(cost.costs.end(), {e.forward_peak, e.backward_peak});
