@@ -21,6 +21,10 @@
 // the recomputation's effect with it run). Where blocked processor steps
 // drop J31's copies (J35), a state also says which reader right of it is
 // the last one blocked, and each column's effects are replayed under that.
+// Where the encoder's complete branch runs after the decoder's segment
+// (J36), a state also says how the first stage runs (in a region, plain in
+// one block or in several), and the column ending the decoder's segment
+// takes the branch's effect.
 // Memory: for every event of the simulator's schedule (the forward of
 // each stage, the losses, each recomputation, inner recomputation and
 // backward, the end) the memory there is a linear sum over the columns,
@@ -362,7 +366,8 @@ Program build_program(const CostGraph& g, const Device& device, bool nested) {
                             : blk > 1           ? kFirstPlainBlocked
                                                 : kFirstPlain))
                 continue;
-              const int condition_bits =
+              // What the state carries beyond J32's flags: J35's and J36's conditions.
+              const int carried_bits =
                   ((last_blocked < 0 && reader && blk > 1 ? s + 1 : last_blocked + 1) << kConditionShift) | first;
               // The column that ends the decoder's segment takes the branch.
               const bool ends_decoder = role.kind == kPlain ? s == n - 1 : role.b == n - 1 && s == role.a;
@@ -400,7 +405,7 @@ Program build_program(const CostGraph& g, const Device& device, bool nested) {
                 const detail::Piece h = branch(out);
                 col.h = h.delta;
                 col.h_peak = h.peak;
-                col.out_flags = ((waits && !e.backward_ran_deferred) || e.defers ? kWaits : 0) | condition_bits;
+                col.out_flags = ((waits && !e.backward_ran_deferred) || e.defers ? kWaits : 0) | carried_bits;
                 col.out_state = intern(k, s, out, col.out_flags);
                 p.columns.push_back(col);
                 continue;
@@ -461,7 +466,7 @@ Program build_program(const CostGraph& g, const Device& device, bool nested) {
                     x.out_flags = (s == role.a ? (waits && !region_runs ? kWaits : 0)
                                                : (waits ? kWaits : 0) | (region_runs ? kRegionRuns : 0) |
                                                      (branch_runs ? kBranchRuns : 0) | (runs_left ? kRunsLeft : 0)) |
-                                  condition_bits;
+                                  carried_bits;
                     x.out_state = intern(k, s, out, x.out_flags);
                     p.columns.push_back(x);
                   }

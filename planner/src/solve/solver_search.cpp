@@ -375,9 +375,10 @@ std::int64_t ChainProgram::body_peak(const ChainSums& s, int c) const {
 }  // namespace
 
 // Under J35 the search runs once per condition of the model (no blocked
-// reader, or each as the last one blocked): each run's plans are those of
-// its condition, which its executions assume; the union's front is the
-// frontier.
+// reader, or each as the last one blocked), and under J36 once per
+// condition of the first stage (in a region, plain in one block, plain in
+// blocks) within each: each run's plans are those of its conditions,
+// which its executions assume; the union's front is the frontier.
 std::vector<Candidate> search_frontier(ChainModel& model, const SearchSpace& space) {
   const SearchContext ctx(model, space);
   if (model.blocked_readers().empty() && !model.has_top_level_branch()) {
