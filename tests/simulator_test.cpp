@@ -874,6 +874,30 @@ TEST_SUITE("simulator") {
     CHECK(torch.first_processor < torch.branch);
   }
 
+  TEST_CASE("simulator: under JAX a checkpoint's kept input that one stage reads is let go at its last reader (J37)") {
+    // Every stage its own region: the decoder's keeps processor 1's node
+    // output, which only the decoder's gather reads; XLA frees it after
+    // that gather's recomputation (`mid` `full` float32: #579, the
+    // decoder's backward then holding neither it nor the encoder's grid
+    // latent at its edge MLP's input gradient; docs/cost-model.md J37).
+    // Processor 0's, which processor 1's region keeps for its own
+    // recomputation later, stays; PyTorch holds both to the end of each
+    // region's backward.
+    auto held = [](const RunOptions& run, const char* tensor) {
+      const CostGraph g = CostGraph::build(testing::tiny_model(2), run);
+      const Report r = with_peak_buffers(g, builtin(g, "full"));
+      REQUIRE(r.peak_at.stage == "decoder");
+      REQUIRE(r.peak_at.pass == Pass::backward);
+      return std::any_of(r.live_at_peak.begin(), r.live_at_peak.end(),
+                         [&](const PeakBuffer& b) { return b.tensor == tensor && b.category == "activations"; });
+    };
+    for (DType dtype : {DType::bfloat16, DType::float32}) {
+      CHECK_FALSE(held(jax(dtype), "processor.1.node_residual"));
+      CHECK(held(jax(dtype), "processor.0.node_residual"));
+    }
+    CHECK(held(pytorch_float32(), "processor.1.node_residual"));
+  }
+
   TEST_CASE(
       "simulator: under JAX SiLU's backward makes no buffer: the first linear's output gradient is SiLU's (J21)") {
     // From the output MLP's second linear's backward to SiLU's, the

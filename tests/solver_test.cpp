@@ -595,6 +595,48 @@ TEST_SUITE("solver") {
     }
   }
 
+  TEST_CASE("solver: exact where a region lets go of a kept input at its last reader (J37)") {
+    // Under JAX a top-level region's hold on an input one stage alone reads
+    // ends at its last reader: a plain child's replay lets go of it, an
+    // inner region at its end; the region's end lets go of the rest. With
+    // 80,000 grid-to-mesh edges the encoder's backward, after the regions,
+    // is the peak, so what is let go where shows in it. PyTorch: held to
+    // the end.
+    nlohmann::json json = testing::tiny_model_json(2);
+    json["grid2mesh_edges"] = 80000;
+    const Device device = load_device("a100-80gb");
+    for (const RunCase& c : {kRuns[4], kRuns[0]}) {
+      const std::string run_name = c.name;
+      CAPTURE(run_name);
+      const CostGraph g = graph_for(model_from_json(json, "tiny.json"), c);
+      detail::ChainModel model(g, device);
+      const bool jax = c.framework == Framework::jax;
+      // processor.0's inputs from before it: the encoder's mesh nodes and
+      // the mesh-edge embedding, which only it reads.
+      CHECK((model.released_at_last_reader(0, 2, 3, -1, 2) > 0) == jax);
+      CHECK(model.released_at_last_reader(0, 2, 3, -1, 2) <= model.kept_bytes(0, 2, 3, -1, 2));
+      std::vector<Plan> plans;
+      for (const std::vector<Region>& regions : {std::vector<Region>{{2, 3, {}}},
+                                                 {{2, 3, {{2, 2, {}}}}},
+                                                 {{2, 3, {{2, 3, {}}}}},
+                                                 {{1, 3, {{2, 3, {}}}}},
+                                                 {{2, 4, {{3, 4, {}}}}},
+                                                 {{0, 0, {}}, {2, 3, {{2, 2, {}}}}}}) {
+        Plan plan = empty_plan(g.stages());
+        plan.checkpoints = regions;
+        plans.push_back(plan);
+        plan.edge_blocks[2] = 2;
+        plans.push_back(plan);
+      }
+      for (const Plan& plan : plans) {
+        CAPTURE(describe(plan, g.stages()));
+        const Report r = simulate(g, device, device.memory_bytes, plan);
+        if (jax) CHECK(r.peak_at.stage == "encoder");
+        CHECK(model.predict(plan).peak_bytes == r.peak_bytes);
+      }
+    }
+  }
+
   TEST_CASE("solver: a step-checkpointed plan's peak is bounded below by the line through rollouts 3 and 4") {
     // What the solver's RolloutLine relies on: from rollout 3 on (first,
     // middle and last steps all present) the peak is convex in the rollout,

@@ -426,10 +426,14 @@ Program build_program(const CostGraph& g, const Device& device, bool nested) {
                 col.ir = inner.forward_delta;
                 col.ir_peak = inner.forward_peak;
                 col.released_inner = inner.released_at_end;
-                if (s == role.c) col.released_inner += model.kept_bytes(cls, role.c, role.d, role.a, role.c);
+                if (s == role.c)  // and what J37 lets go at its end of the region's
+                  col.released_inner += model.kept_bytes(cls, role.c, role.d, role.a, role.c) +
+                                        model.released_at_last_reader(cls, role.c, role.d, -1, role.a);
                 backward = &inner;
               }
-              if (s == role.a) col.released_region = model.kept_bytes(cls, role.a, role.b, -1, role.a);
+              if (s == role.a)  // less what J37 lets go before
+                col.released_region = model.kept_bytes(cls, role.a, role.b, -1, role.a) -
+                                      model.released_at_last_reader(cls, role.a, role.b, -1, role.a);
               col.b = backward->backward_delta;
               col.b_peak = backward->backward_peak;
               detail::GradState out = state;

@@ -85,6 +85,7 @@ void jax_rules(MemoryProfile& p, DType dtype, std::int64_t batch) {
   p.blocked_edge_updates_drop_norm_copies = true;                       // J35
   p.decoder_edge_embedding_backward_deferred = one_sample;              // J32
   p.complete_branch_backward_first = true;                              // J33
+  p.kept_inputs_freed_at_last_reader = true;                            // J37
   p.step_checkpoint_scanned = true;
   // Read off bfloat16 modules (J19); no float32 module was read for it.
   p.grid_input_held_through_step = dtype == DType::bfloat16;

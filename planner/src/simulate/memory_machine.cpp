@@ -206,14 +206,64 @@ void MemoryMachine::count_uses(const std::vector<Item>& items, std::int64_t repe
 
 void MemoryMachine::forward(const std::vector<Item>& items, bool saving, std::int64_t block_rows, int block,
                             Pass pass) {
+  for (const Item& item : items) forward_item(item, saving, block_rows, block, pass);
+}
+
+void MemoryMachine::forward_item(const Item& item, bool saving, std::int64_t block_rows, int block, Pass pass) {
+  switch (item.kind) {
+    case Item::Kind::op: forward_op(item.op, saving, block_rows, block, pass); break;
+    case Item::Kind::region:
+      keep_inputs(saving, item.external_inputs);
+      forward(item.children, false, block_rows, block, pass);
+      break;
+    case Item::Kind::blocks: forward_blocks(item, saving, pass); break;
+  }
+}
+
+MemoryMachine::LastReaders MemoryMachine::last_readers(const std::vector<Item>& items,
+                                                       const std::vector<TensorId>& inputs) const {
+  LastReaders readers;
+  if (!profile_.kept_inputs_freed_at_last_reader) return readers;
+  for (TensorId t : inputs) {
+    if (current(t) < 0 || kept_input_reader_stage(g_, profile_, t) < 0) continue;
+    int reading = 0;
+    for (const Item& item : items) {
+      bool reads = false;
+      for (OpId id : item.kind == Item::Kind::op ? std::vector<OpId>{item.op} : ops_of(item.children)) {
+        const auto& in = g_.op(id).inputs;
+        reads = reads || std::find(in.begin(), in.end(), t) != in.end();
+      }
+      reading += reads ? 1 : 0;
+    }
+    if (reading == 0) continue;
+    readers.tensors.push_back(t);
+    readers.remaining.push_back(reading);
+  }
+  return readers;
+}
+
+void MemoryMachine::recompute_items(const std::vector<Item>& items, std::int64_t block_rows, int block,
+                                    LastReaders& readers, std::ptrdiff_t kept_entry) {
   for (const Item& item : items) {
-    switch (item.kind) {
-      case Item::Kind::op: forward_op(item.op, saving, block_rows, block, pass); break;
-      case Item::Kind::region:
-        keep_inputs(saving, item.external_inputs);
-        forward(item.children, false, block_rows, block, pass);
-        break;
-      case Item::Kind::blocks: forward_blocks(item, saving, pass); break;
+    forward_item(item, /*saving=*/true, block_rows, block, Pass::recompute);
+    if (readers.tensors.empty()) continue;
+    const std::vector<OpId> ops = item.kind == Item::Kind::op ? std::vector<OpId>{item.op} : ops_of(item.children);
+    for (std::size_t i = 0; i < readers.tensors.size(); ++i) {
+      const TensorId t = readers.tensors[i];
+      const bool reads = std::any_of(ops.begin(), ops.end(), [&](OpId id) {
+        const auto& in = g_.op(id).inputs;
+        return std::find(in.begin(), in.end(), t) != in.end();
+      });
+      if (!reads || --readers.remaining[i] > 0) continue;
+      const int b = current(t);
+      if (kept_entry >= 0) {
+        std::vector<int>& kept = kept_inputs_[static_cast<std::size_t>(kept_entry)].buffers;
+        const auto held = std::find(kept.begin(), kept.end(), b);
+        if (held == kept.end()) continue;
+        kept.erase(held);
+      }
+      readers.released_bytes += buffer(b).bytes;
+      release(b);
     }
   }
 }
@@ -729,10 +779,13 @@ void MemoryMachine::recompute_and_backward(const Item& region, std::int64_t bloc
         early_stages.push_back(stage);
     }
   const int region_context = context_;
+  // This region's checkpoint entry: those of the regions right of it are gone.
+  const auto kept_entry = static_cast<std::ptrdiff_t>(kept_inputs_.size()) - 1;
+  LastReaders readers = last_readers(children, region.external_inputs);
   const auto run = [&](const std::vector<Item>& recomputed, const std::vector<Item>& differentiated) {
     context_ = region_context;
     ++recompute_depth_;
-    forward(recomputed, /*saving=*/true, block_rows, block, Pass::recompute);
+    recompute_items(recomputed, block_rows, block, readers, kept_entry);
     --recompute_depth_;
     context_ = outer_context;
     ++region_depth_;
@@ -904,6 +957,24 @@ std::vector<int> later_edge_update_stages_reached(const CostGraph& graph, OpId o
   std::vector<int> stages = edge_update_stages_reached(graph, op);
   std::erase_if(stages, [&](int s) { return s <= graph.op(op).stage; });
   return stages;
+}
+
+int kept_input_reader_stage(const CostGraph& graph, const MemoryProfile& profile, TensorId t) {
+  if (!profile.kept_inputs_freed_at_last_reader || graph.tensor(t).role != TensorRole::activation) return -1;
+  const OpId producer = graph.producer(t);
+  if (producer < 0) return -1;
+  const Op& made_by = graph.op(producer);
+  const OpMemoryRule& rule = profile.rule(made_by.kind);
+  for (std::size_t i = 0; i < made_by.outputs.size(); ++i)
+    if (made_by.outputs[i] == t && (rule.saved_outputs & (1u << i))) return -1;
+  int stage = -1, step = -1;
+  for (OpId c : graph.consumers(t)) {
+    const Op& reader = graph.op(c);
+    if (stage >= 0 && (reader.stage != stage || reader.step != step)) return -1;
+    stage = reader.stage;
+    step = reader.step;
+  }
+  return stage;
 }
 
 std::vector<int> blocked_edge_readers(const CostGraph& graph, const MemoryProfile& profile) {

@@ -46,6 +46,10 @@ std::vector<int> later_edge_update_stages_reached(const CostGraph& graph, OpId o
 // (then J35 does not apply: where mesh nodes and mesh edges are equally
 // many, a node LayerNorm reaching the decoder would break it).
 std::vector<int> blocked_edge_readers(const CostGraph& graph, const MemoryProfile& profile);
+// J37: the one stage that reads activation t (all its readers in one stage
+// of one step, and its producer saves nothing of it), where `profile` lets
+// a checkpoint's hold on t go at its last reader; else -1.
+int kept_input_reader_stage(const CostGraph& graph, const MemoryProfile& profile, TensorId t);
 
 // The machine's state per tensor of the graph. A fresh one is what a step
 // starts from; one stage's replay reads and writes only the entries of its
@@ -120,6 +124,7 @@ class MemoryMachine {
   std::vector<PeakBuffer> live_buffers() const;
 
   int& current(TensorId t) { return current_[static_cast<std::size_t>(t)]; }
+  int current(TensorId t) const { return current_[static_cast<std::size_t>(t)]; }
   int& grad(TensorId t) { return grad_[static_cast<std::size_t>(t)]; }
   const Tensor& tensor(TensorId t) const { return g_.tensor(t); }
 
@@ -193,6 +198,23 @@ class MemoryMachine {
   TopLevelBranch take_top_level_branch(const std::vector<Item>& items);
   void run_top_level_branch(TopLevelBranch& branch);
 
+  // ---- a top-level checkpoint's kept inputs, let go at their last reader (J37) ----
+  // Of `inputs` (live, held by the checkpoint), those kept_input_reader_stage()
+  // allows that items of `items` read, with how many items read each (an
+  // inner region that reads one keeps it itself to its backward's end).
+  struct LastReaders {
+    std::vector<TensorId> tensors;
+    std::vector<int> remaining;
+    std::int64_t released_bytes = 0;  // of those let go so far
+  };
+  LastReaders last_readers(const std::vector<Item>& items, const std::vector<TensorId>& inputs) const;
+  // Recomputes `items` (saving) one after another, letting go of the
+  // checkpoint's hold on each of `readers` after the last item that reads
+  // it: its buffer in kept_inputs_[kept_entry] (the checkpoint's), or the
+  // one reference a stage's replay gives it (kept_entry -1).
+  void recompute_items(const std::vector<Item>& items, std::int64_t block_rows, int block, LastReaders& readers,
+                       std::ptrdiff_t kept_entry);
+
   // ---- J31's copies an edge update in blocks does away with (J35) ----
   // Whether aligned LayerNorm `op` makes no copy, a later stage's edge
   // update its output reaches running in blocks: by default, one of
@@ -207,6 +229,7 @@ class MemoryMachine {
   // `saving`: ops keep what the framework keeps for backward (false inside
   // a checkpoint during the forward pass).
   void forward(const std::vector<Item>& items, bool saving, std::int64_t block_rows, int block, Pass pass);
+  void forward_item(const Item& item, bool saving, std::int64_t block_rows, int block, Pass pass);
   void backward(const std::vector<Item>& items, std::int64_t block_rows, int block);
   // A checkpoint keeps its inputs until its backward, from the execution at
   // the saving level: the forward pass for top-level regions, the parent's

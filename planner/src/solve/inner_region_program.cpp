@@ -114,7 +114,11 @@ void InnerRegionProgram::keep_front(std::vector<Label>& labels, bool pending) co
 // The labels at c0 as units, grouped by the gradients in flight at c0.
 std::vector<InnerGroup> InnerRegionProgram::close(const Bounds& r, Buckets<Label>& at_c0) const {
   std::vector<std::int64_t> kept;  // per class: the inputs the inner region keeps
-  for (int c = 0; c < ctx_.classes(); ++c) kept.push_back(ctx_.model().kept_bytes(c, r.c0, r.d, r.a, r.c0));
+  // and those of the enclosing region's that one of its stages alone reads,
+  // which the enclosing region let go at its last reader (J37)
+  for (int c = 0; c < ctx_.classes(); ++c)
+    kept.push_back(ctx_.model().kept_bytes(c, r.c0, r.d, r.a, r.c0) +
+                   ctx_.model().released_at_last_reader(c, r.c0, r.d, -1, r.a));
   std::map<std::vector<std::int64_t>, std::size_t> group_of;  // boundary key at c0 -> index in groups
   std::vector<InnerGroup> groups;
   for (auto& [key, bucket] : at_c0) {

@@ -113,10 +113,13 @@ void RegionProgram::add(Table& table, const Bucket<Label>& from, const PerClass<
 }
 
 // The labels at a as the region's options: forward bytes and peak, backward
-// bytes (the folded sum less the inputs the region keeps) and peak.
+// bytes (the folded sum less the inputs the region keeps to its end: not
+// those let go at their last reader, J37) and peak.
 std::vector<RegionGroup> RegionProgram::close(Table& table) {
   std::vector<std::int64_t> kept;  // per class
-  for (int c = 0; c < ctx_.classes(); ++c) kept.push_back(ctx_.model().kept_bytes(c, table.a, table.b, -1, table.a));
+  for (int c = 0; c < ctx_.classes(); ++c)
+    kept.push_back(ctx_.model().kept_bytes(c, table.a, table.b, -1, table.a) -
+                   ctx_.model().released_at_last_reader(c, table.a, table.b, -1, table.a));
   std::vector<RegionGroup> groups;
   for (auto& [key, bucket] : table.at[static_cast<std::size_t>(table.a)]) {
     keep_front(bucket.labels, table.pending);

@@ -366,7 +366,17 @@ const Effect& ChainModel::loss(int c, const std::vector<std::int64_t>& in) {
 }
 
 std::int64_t ChainModel::kept_bytes(int c, int from, int to, int made_from, int made_before) const {
-  const auto cache_key = std::make_tuple(c, from, to, made_from, made_before);
+  return kept_bytes_of(c, from, to, made_from, made_before, false);
+}
+
+std::int64_t ChainModel::released_at_last_reader(int c, int from, int to, int made_from, int made_before) const {
+  if (!complete_branch_first_) return 0;  // J37's regions are J33's
+  return kept_bytes_of(c, from, to, made_from, made_before, true);
+}
+
+std::int64_t ChainModel::kept_bytes_of(int c, int from, int to, int made_from, int made_before,
+                                       bool last_reader_only) const {
+  const auto cache_key = std::make_tuple(c, from, to, made_from, made_before, last_reader_only);
   if (auto it = kept_cache_.find(cache_key); it != kept_cache_.end()) return it->second;
   const int step = class_steps_[static_cast<std::size_t>(c)];
   const int lo = made_from < 0 ? -1 : rg_.key(step, made_from);
@@ -381,6 +391,7 @@ std::int64_t ChainModel::kept_bytes(int c, int from, int to, int made_from, int 
       const int pk = rg_.producer_key[static_cast<std::size_t>(t)];
       if (pk < lo || pk >= hi || std::find(seen.begin(), seen.end(), t) != seen.end()) continue;
       seen.push_back(t);
+      if (last_reader_only && kept_input_reader_stage(graph(), rg_.profile, t) < 0) continue;
       bytes += graph().tensor(t).bytes();
     }
   }
@@ -448,7 +459,8 @@ void backward_inner(ChainModel& m, const Plan& plan, int c, const Region& in, in
     w.backward(e, grads);
     held_outputs += e.released_at_end;
   }
-  w.mem -= held_outputs + m.kept_bytes(c, in.from, in.to, a, in.from);
+  w.mem -=
+      held_outputs + m.kept_bytes(c, in.from, in.to, a, in.from) + m.released_at_last_reader(c, in.from, in.to, -1, a);
 }
 
 // A region's complete branches (J33), its recomputation (its pieces in
@@ -482,7 +494,7 @@ void backward_region(ChainModel& m, const Plan& plan, int c, const Region& regio
       --t;
     }
   }
-  w.mem -= m.kept_bytes(c, a, b, -1, a);
+  w.mem -= m.kept_bytes(c, a, b, -1, a) - m.released_at_last_reader(c, a, b, -1, a);
 }
 
 // One rollout step's backward pass: the loss, then the stages in reverse.

@@ -152,6 +152,11 @@ class ChainModel {
   // (made_from -1: earlier steps too), i.e. what a checkpoint over [from, to]
   // keeps of them.
   std::int64_t kept_bytes(int c, int from, int to, int made_from, int made_before) const;
+  // Of those, the ones a top-level region lets go at their last reader
+  // (J37: read by one stage, kept_input_reader_stage()), before its end: a
+  // plain child's replay lets go of its own, the end of an inner region of
+  // its readers; 0 where the model does not apply J37.
+  std::int64_t released_at_last_reader(int c, int from, int to, int made_from, int made_before) const;
 
   // Context bounds that replay alike for stage s: norm_lo(s, a) is the
   // least producer stage of s's inputs (or s) at or after a; norm_hi(s, b)
@@ -293,7 +298,9 @@ class ChainModel {
   std::map<EffectKey, std::map<std::vector<std::int64_t>, Effect>> cache_;  // by context, then incoming gradient sizes
   std::vector<std::vector<int>> input_producers_, output_consumers_;        // per stage, sorted, same step
   std::vector<std::vector<int>> key_stage_;  // per class: tensor key -> producer stage in that step, -1: none
-  mutable std::map<std::tuple<int, int, int, int, int>, std::int64_t> kept_cache_;  // kept_bytes() by its arguments
+  // kept_bytes() and released_at_last_reader() (last) by their arguments.
+  mutable std::map<std::tuple<int, int, int, int, int, bool>, std::int64_t> kept_cache_;
+  std::int64_t kept_bytes_of(int c, int from, int to, int made_from, int made_before, bool last_reader_only) const;
 };
 
 }  // namespace actmem::detail

@@ -136,9 +136,18 @@ class Replay : MemoryMachine {
     const std::vector<TensorId> held_outputs = count_output_uses(ops, keys);
 
     StageRun result;
+    // A top-level region's recomputation: the checkpoint's hold on an input
+    // this stage alone reads ends at its last reader (J37).
+    const bool top_level_recompute = ctx_.complete_branch_first && ctx_.saving && !ctx_.original_forward;
+    if (top_level_recompute) {
+      std::vector<TensorId> held;
+      for (TensorId t : externals)
+        if (!made_here(t)) held.push_back(t);
+      last_readers_ = last_readers(items, held);
+    }
     std::vector<Item> rest_recomputed, rest_differentiated;
-    const bool branch = ctx_.complete_branch_first && ctx_.saving && !ctx_.original_forward &&
-                        run_complete_branch(items, keys, rest_recomputed, rest_differentiated, result);
+    const bool branch =
+        top_level_recompute && run_complete_branch(items, keys, rest_recomputed, rest_differentiated, result);
     const std::vector<Item>& recomputed = branch ? rest_recomputed : items;
     const std::vector<Item>& differentiated = branch ? rest_differentiated : items;
     const std::int64_t start = live();
@@ -147,7 +156,11 @@ class Replay : MemoryMachine {
     // any other context is a checkpoint's.
     recomputing_step_ = rg_.loop_body && ctx_.original_forward;
     recompute_depth_ = ctx_.original_forward ? 0 : 1;  // a region's recomputation
-    forward(recomputed, ctx_.saving, 0, -1, rg_.loop_body || !ctx_.original_forward ? Pass::recompute : Pass::forward);
+    if (top_level_recompute)
+      recompute_items(recomputed, 0, -1, last_readers_, -1);
+    else
+      forward(recomputed, ctx_.saving, 0, -1,
+              rg_.loop_body || !ctx_.original_forward ? Pass::recompute : Pass::forward);
     recompute_depth_ = 0;
     recomputing_step_ = false;
     result.forward = {peak_ - start, live() - start};
@@ -268,7 +281,7 @@ class Replay : MemoryMachine {
     const std::int64_t start = live();
     peak_ = start;
     recompute_depth_ = 1;
-    forward(early_recomputed, /*saving=*/true, 0, -1, Pass::recompute);
+    recompute_items(early_recomputed, 0, -1, last_readers_, -1);
     recompute_depth_ = 0;
     region_depth_ = 1;
     backward(early_differentiated, 0, -1);
@@ -370,6 +383,7 @@ class Replay : MemoryMachine {
   TensorState& state_;
   std::int64_t peak_ = 0;
   bool allocated_read_after_region_ = false;  // by run_complete_branch()
+  LastReaders last_readers_;                  // J37's, in a top-level region's recomputation
   std::int64_t backward_start_ = 0;           // what run_backward() measures from
   StageRun* backward_result_ = nullptr;       // while run_backward() runs
 };

@@ -144,6 +144,12 @@ struct MemoryProfile {
   // ancestors, and differentiated before the rest of the region is
   // recomputed (XLA's list scheduler, J33).
   bool complete_branch_backward_first = false;
+  // In such a checkpoint's backward, an input it keeps that one stage
+  // alone reads is let go after its last reader in the recomputation (what
+  // the recomputation's ops saved of it holding it to their backward), not
+  // when the region's backward ends (XLA frees a buffer at its last
+  // reader, J37).
+  bool kept_inputs_freed_at_last_reader = false;
   // The grid input a step assembles before the network (the frames, the
   // forcings and the static channels concatenated in the activation dtype:
   // the concat ops that read model inputs) is made outside every
