@@ -229,7 +229,7 @@ MemoryMachine::LastReaders MemoryMachine::last_readers(const std::vector<Item>& 
     int reading = 0;
     for (const Item& item : items) {
       bool reads = false;
-      for (OpId id : item.kind == Item::Kind::op ? std::vector<OpId>{item.op} : ops_of(item.children)) {
+      for (OpId id : ops_of(item)) {
         const auto& in = g_.op(id).inputs;
         reads = reads || std::find(in.begin(), in.end(), t) != in.end();
       }
@@ -247,7 +247,7 @@ void MemoryMachine::recompute_items(const std::vector<Item>& items, std::int64_t
   for (const Item& item : items) {
     forward_item(item, /*saving=*/true, block_rows, block, Pass::recompute);
     if (readers.tensors.empty()) continue;
-    const std::vector<OpId> ops = item.kind == Item::Kind::op ? std::vector<OpId>{item.op} : ops_of(item.children);
+    const std::vector<OpId> ops = ops_of(item);
     for (std::size_t i = 0; i < readers.tensors.size(); ++i) {
       const TensorId t = readers.tensors[i];
       const bool reads = std::any_of(ops.begin(), ops.end(), [&](OpId id) {
@@ -262,7 +262,6 @@ void MemoryMachine::recompute_items(const std::vector<Item>& items, std::int64_t
         if (held == kept.end()) continue;
         kept.erase(held);
       }
-      readers.released_bytes += buffer(b).bytes;
       release(b);
     }
   }
@@ -620,7 +619,7 @@ MemoryMachine::TopLevelBranch MemoryMachine::take_top_level_branch(const std::ve
   }
   if (!any) return {};
   for (std::size_t i = 0; i < items.size() && branch.before == items.size(); ++i)
-    for (OpId id : items[i].kind == Item::Kind::op ? std::vector<OpId>{items[i].op} : ops_of(items[i].children))
+    for (OpId id : ops_of(items[i]))
       if (!before_decoder(id)) branch.before = i;
   if (plain > saved_.size()) throw std::logic_error("MemoryMachine: a plain op's saved tensors are missing");
   std::size_t j = saved_.size();

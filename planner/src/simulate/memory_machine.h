@@ -205,7 +205,6 @@ class MemoryMachine {
   struct LastReaders {
     std::vector<TensorId> tensors;
     std::vector<int> remaining;
-    std::int64_t released_bytes = 0;  // of those let go so far
   };
   LastReaders last_readers(const std::vector<Item>& items, const std::vector<TensorId>& inputs) const;
   // Recomputes `items` (saving) one after another, letting go of the

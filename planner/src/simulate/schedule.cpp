@@ -136,14 +136,14 @@ std::vector<Item> wrap(const CostGraph& g, const std::vector<Region>& regions,
 std::vector<OpId> ops_of(const std::vector<Item>& items) {
   std::vector<OpId> ops;
   for (const Item& item : items) {
-    if (item.kind == Item::Kind::op) {
-      ops.push_back(item.op);
-      continue;
-    }
-    const std::vector<OpId> inside = ops_of(item.children);
+    const std::vector<OpId> inside = ops_of(item);
     ops.insert(ops.end(), inside.begin(), inside.end());
   }
   return ops;
+}
+
+std::vector<OpId> ops_of(const Item& item) {
+  return item.kind == Item::Kind::op ? std::vector<OpId>{item.op} : ops_of(item.children);
 }
 
 std::vector<std::int64_t> block_sizes(std::int64_t n, std::int64_t blocks) {

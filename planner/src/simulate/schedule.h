@@ -44,6 +44,7 @@ Schedule build_schedule(const CostGraph& graph, const Plan& plan);
 
 // The ops of `items` and of everything inside them, in schedule order.
 std::vector<OpId> ops_of(const std::vector<Item>& items);
+std::vector<OpId> ops_of(const Item& item);
 
 // Sizes of B contiguous blocks of n items: the first n mod B are one larger.
 std::vector<std::int64_t> block_sizes(std::int64_t n, std::int64_t blocks);

@@ -70,7 +70,9 @@ struct StageContext {
   DeferredEffect deferred;
   // The recomputation of a top-level region outside a scanned loop: the
   // stage's complete branch, if any, is recomputed and differentiated
-  // before the region's recomputation (J33, StageRun::early).
+  // before the region's recomputation (J33, StageRun::early), and the
+  // region's hold on an input this stage alone reads ends at its last
+  // reader (J37).
   bool complete_branch_first = false;
   // Bit i: the stage's i-th aligned mesh-edge LayerNorm (ReplayGraph::
   // norm_index) makes no layout copy, a later stage's edge update that its
