@@ -630,17 +630,21 @@ TEST_SUITE("simulator") {
 
   TEST_CASE(
       "simulator: under JAX bfloat16 a recomputed LayerNorm whose output no edge update reads writes it over its "
-      "input's copy (J34)") {
+      "input's copy (J34), in a step-checkpointed loop body too (J38)") {
     // In a region's recomputation the last processor step's edge-MLP
     // LayerNorm (its output goes to the aggregation alone) writes its
     // output into the buffer of the copy J31 makes of its input (`mid`,
     // one region encoder..processor.1: `fusion.222` aliases `copy.22`);
     // processor 0's, whose output the next step's edge update reads, keeps
-    // its copy beside the output. Under float32 both keep it.
-    auto norm_rows = [](DType dtype) {
-      const CostGraph g = CostGraph::build(testing::tiny_model(2), jax(dtype));
+    // its copy beside the output. Under float32 both keep it. In a
+    // step-checkpointed rollout's loop body the same (J38: `mid`
+    // `deepmind:4` rollout 2, processor 1's `copy.48` read by its
+    // LayerNorm's output fusion alone, its backward reading the original).
+    auto norm_rows = [](DType dtype, std::int64_t rollout = 1) {
+      const CostGraph g = CostGraph::build(testing::tiny_model(2), jax(dtype, rollout));
       Plan plan = empty_plan(g.stages());
       plan.checkpoints.push_back({2, 3, {}});  // the processor's two steps
+      plan.step_checkpoint = rollout > 1;
       const Report r = run_plan(g, plan, /*timeline=*/true);
       // Activations the recomputed norm adds: its output and statistics
       // (sampled in its row) and what it keeps (in the next).
@@ -657,6 +661,13 @@ TEST_SUITE("simulator") {
     CHECK(bfloat16.at("processor.0.edge_mlp.layer_norm") - bfloat16.at("processor.1.edge_mlp.layer_norm") == copy);
     const auto float32 = norm_rows(DType::float32);
     CHECK(float32.at("processor.0.edge_mlp.layer_norm") == float32.at("processor.1.edge_mlp.layer_norm"));
+    // The last recomputation of each (the region's inside the step's
+    // backward) is the row kept.
+    const auto looped = norm_rows(DType::bfloat16, 2);
+    CHECK(looped.at("step0.processor.0.edge_mlp.layer_norm") - looped.at("step0.processor.1.edge_mlp.layer_norm") ==
+          copy);
+    CHECK(looped.at("step1.processor.0.edge_mlp.layer_norm") - looped.at("step1.processor.1.edge_mlp.layer_norm") ==
+          copy);
   }
 
   TEST_CASE(

@@ -1007,9 +1007,10 @@ bool MemoryMachine::norm_copies_input(OpId id, Pass pass) const {
   if (current_[static_cast<std::size_t>(op.inputs[0])] < 0 || norm_copy_dropped(id)) return false;
   // Only where an edge update reads its output does it keep the copy in
   // the forward pass, and in a recomputation where the output is written
-  // over the copy otherwise (J34).
-  const bool overwritten = profile_.recomputed_norm_output_overwrites_copy && pass == Pass::recompute &&
-                           !in_loop_body_ && !stacking_residuals_;
+  // over the copy otherwise (J34), a step-checkpointed loop body's included
+  // (J38); a rollout's backward loop without step checkpoints keeps it.
+  const bool overwritten =
+      profile_.recomputed_norm_output_overwrites_copy && pass == Pass::recompute && !stacking_residuals_;
   return (pass != Pass::forward && !overwritten) || read_by_edge_update(id);
 }
 

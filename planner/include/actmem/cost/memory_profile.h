@@ -121,10 +121,11 @@ struct MemoryProfile {
   // A LayerNorm over the mesh edges, where their count is a multiple of 8,
   // keeps a copy of its input in another layout besides the input (J31).
   bool aligned_mesh_edge_norms_copy_input = false;
-  // With it: in a region's recomputation outside a scanned loop, a
-  // LayerNorm whose output no edge update reads writes that output over
-  // its input's copy, which is then no buffer of its own (J34; read under
-  // bfloat16).
+  // With it: in a region's recomputation (a step-checkpointed loop
+  // body's too, J38; not the backward loop of a rollout without step
+  // checkpoints), a LayerNorm whose output no edge update reads writes that
+  // output over its input's copy, which is then no buffer of its own (J34;
+  // read under bfloat16).
   bool recomputed_norm_output_overwrites_copy = false;
   // With it: a LayerNorm whose output reaches, through the LayerNorms and
   // residual adds after it, an edge update that runs in blocks makes no
