@@ -97,9 +97,6 @@ class GraphCastBuilder {
   static constexpr std::int64_t kForcings = 5;  // forcing channels at the target time
   static constexpr std::int64_t kStatic = 5;    // 2 static + 3 position channels
   static constexpr std::int64_t kFrames = 2;    // input frames
-  // XLA:TPU's tile of a float32 array's two minor dimensions (J26).
-  static constexpr std::int64_t kTargetTileRows = 8;
-  static constexpr std::int64_t kTargetTileColumns = 128;
 
   StepInputs pytorch_inputs() {
     StepInputs in;
@@ -135,8 +132,7 @@ class GraphCastBuilder {
   std::int64_t jax_target_rows() const {
     const auto grid = lat_lon_shape(m_);
     if (!grid) return m_.grid_nodes * run_.batch;
-    auto round_up = [](std::int64_t n, std::int64_t tile) { return (n + tile - 1) / tile * tile; };
-    return round_up(grid->first, kTargetTileRows) * round_up(grid->second, kTargetTileColumns) * run_.batch;
+    return tpu_tiled_bytes(grid->second, grid->first, run_.batch, /*element_bytes=*/1);  // elements
   }
 
   // C_t, the channels of one input frame: grid_input_features = 2 C_t +
@@ -160,7 +156,8 @@ class GraphCastBuilder {
   // carry, (frame 1, prediction's state channels + forcings at the target
   // time), float32 and kept in float32: the next step reads its frame 1 in
   // float32 too, adding the network's residual to it; its cotangent float32
-  // (J9).
+  // (J9). XLA:TPU's loops lay it out [nodes, batch, frames, C_t] with the
+  // nodes minor and C_t next, in tiles (J39).
   TensorId next_input(TensorId prediction, TensorId carry, TensorId forcing, const StepInputs& in) {
     if (!in.frames) {
       const TensorId next =
@@ -169,7 +166,8 @@ class GraphCastBuilder {
       return next;
     }
     const TensorId next = b_.add_tensor({prefix() + ".next_frames", m_.grid_nodes * run_.batch,
-                                         kFrames * time_channels(), 4, TensorRole::activation, true, 4});
+                                         kFrames * time_channels(), 4, TensorRole::activation, true, 4,
+                                         tpu_tiled_bytes(m_.grid_nodes, time_channels(), run_.batch * kFrames, 4)});
     emit(OpKind::next_input, "next_input", {prediction, carry, forcing}, {next}, 0, 0);
     return next;
   }

@@ -353,14 +353,20 @@ TEST_SUITE("simulator") {
     // the step's first op, which is that (fused) concat itself, each of the
     // two steps' [grid × batch, grid_input_features] bfloat16 is live. A
     // scanned rollout's loop body holds its own step's instead (J14): its
-    // first row holds what the scanned loops hold around them, J14's copy
-    // of the two float32 targets and a copy of the first step's carry, the
-    // frames (2 × 5 channels here) in float32, the dtype the loop carries
-    // them in since the step adds its residual to them (J9, J20). Float32
-    // runs were read for J20, not for J19.
+    // first row holds what the scanned loops hold around them, in XLA:TPU's
+    // tiles (the grid nodes minor, 2000 → 2048; the channels next, 10 → 16
+    // and 5 → 8; J39): J14's copy of the two float32 targets, a copy of the
+    // first step's carry, the frames (2 × 5 channels here) in float32, the
+    // dtype the loop carries them in since the step adds its residual to
+    // them (J9, J20), and under bfloat16 a bfloat16 copy of the two steps'
+    // forcings (5 channels, J39). Float32 runs were read for J20, not for
+    // J19.
     const ModelDescription m = testing::tiny_model();
     const RunOptions run = jax(DType::bfloat16, 2, 2);
     const std::int64_t one_step = m.grid_nodes * run.batch * m.grid_input_features * 2;
+    REQUIRE(m.grid_nodes == 2000);
+    REQUIRE(m.output_features == 10);
+    REQUIRE(m.grid_input_features == 20);  // 2 frames of 5 channels, 5 forcings, 5 static
     auto first_row = [&](const RunOptions& r, bool step_checkpoint) {
       const CostGraph g = CostGraph::build(m, r);
       Plan plan = builtin(g, "full");
@@ -371,9 +377,10 @@ TEST_SUITE("simulator") {
       return report.timeline.front().live.activations;
     };
     CHECK(first_row(run, false) == 2 * one_step);
-    const std::int64_t targets = 2 * m.grid_nodes * run.batch * m.output_features * 4;
-    const std::int64_t first_carry = m.grid_nodes * run.batch * (m.grid_input_features - 10) * 4;
-    CHECK(first_row(run, true) == targets + first_carry);
+    const std::int64_t targets = 2 * run.batch * 16 * 2048 * 4;
+    const std::int64_t first_carry = run.batch * 2 * 8 * 2048 * 4;
+    const std::int64_t forcings = 2 * run.batch * 8 * 2048 * 2;
+    CHECK(first_row(run, true) == targets + first_carry + forcings);
     RunOptions float32 = run;
     float32.dtype = DType::float32;
     CHECK(first_row(float32, false) == 0);
@@ -382,12 +389,16 @@ TEST_SUITE("simulator") {
 
   TEST_CASE(
       "simulator: a JAX model on a latitude-longitude grid takes DeepMind's per-variable targets, in XLA:TPU's "
-      "tiles, and a scanned rollout holds their copy at every rollout (J26)") {
+      "tiles, and a scanned rollout holds their copy at every rollout (J26), a node-major target's too (J39)") {
     // 2000 grid nodes are no grid of `resolution_deg` 30 (7 × 12 = 84
     // points), so the tiny model keeps one node-major target a step, which
-    // XLA copies only at rollouts up to 8 (J14). With 84 grid nodes it is on
-    // that grid: each step's target is 10 variables' [7, 12] planes, each
-    // padded to one (8, 128) float32 tile, copied at rollout 12 too.
+    // XLA copies at every rollout in its tiles, the nodes minor (2048 ×
+    // 16 float32 a step; J39: `mid` `deepmind:8` at rollouts 2 to 16,
+    // `copy(data_targets)`). With 84 grid nodes it is on that grid: each
+    // step's target is 10 variables' [7, 12] planes, each padded to one
+    // (8, 128) float32 tile. Besides: the first carry (the frames, 2 × 5
+    // channels, float32) and the forcings (5 channels, bfloat16 a step),
+    // tiled with the nodes minor (J20, J39).
     nlohmann::json json = testing::tiny_model_json();
     json["resolution_deg"] = 30.0;
     const ModelDescription off_grid = model_from_json(json, "tiny.json");
@@ -404,16 +415,17 @@ TEST_SUITE("simulator") {
       return std::pair{report.timeline.front().live.activations, report.breakdown.inputs};
     };
     const std::int64_t tile = 8 * 128 * 4;
-    const std::int64_t first_carry_on_grid = 84 * 10 * 4;
+    const std::int64_t first_carry_on_grid = 2 * tile, forcings_on_grid = tile / 2;
     const auto [on_row, on_inputs] = first_row_and_inputs(on_grid, 12);
-    CHECK(on_row == 12 * 10 * tile + first_carry_on_grid);
+    CHECK(on_row == 12 * 10 * tile + first_carry_on_grid + 12 * forcings_on_grid);
     const auto [short_row, short_inputs] = first_row_and_inputs(on_grid, 2);
-    CHECK(short_row == 2 * 10 * tile + first_carry_on_grid);
-    CHECK(on_inputs - short_inputs == 10 * (10 * tile + 84 * 5 * 4));  // targets and forcings
+    CHECK(short_row == 2 * 10 * tile + first_carry_on_grid + 2 * forcings_on_grid);
+    CHECK(on_inputs - short_inputs == 10 * (10 * tile + 84 * 5 * 4));  // targets and forcings (arguments)
+    const std::int64_t target = 16 * 2048 * 4, first_carry = 2 * 8 * 2048 * 4, forcings = 8 * 2048 * 2;
     const auto [off_row, off_inputs] = first_row_and_inputs(off_grid, 12);
-    CHECK(off_row == 2000 * 10 * 4);  // the first carry alone
-    const auto [off_short_row, off_short_inputs] = first_row_and_inputs(off_grid, 8);
-    CHECK(off_short_row == 8 * 2000 * 10 * 4 + 2000 * 10 * 4);
+    CHECK(off_row == 12 * target + first_carry + 12 * forcings);
+    const auto [off_short_row, off_short_inputs] = first_row_and_inputs(off_grid, 2);
+    CHECK(off_short_row == 2 * target + first_carry + 2 * forcings);
   }
 
   TEST_CASE(
@@ -422,8 +434,9 @@ TEST_SUITE("simulator") {
     // Each step checkpointed, the peak is in a step's backward (the
     // recomputed decoder's); through it the loop body holds, besides the
     // step's grid input, a float32 copy of one carried frame's cotangent
-    // and the float32 cotangent of the prediction, named after the tensors
-    // they are the gradients of.
+    // (in the carry's tiles, J39: 2000 × 5 → 2048 × 8) and the float32
+    // cotangent of the prediction, named after the tensors they are the
+    // gradients of.
     const ModelDescription m = testing::tiny_model();
     const CostGraph g = CostGraph::build(m, jax(DType::bfloat16, 2));
     Plan plan = builtin(g, "full");
@@ -432,7 +445,7 @@ TEST_SUITE("simulator") {
     options.record_peak_buffers = true;
     const Device device = load_device("tpu-v4");
     const Report r = simulate(g, device, device.memory_bytes, plan, options);
-    const std::int64_t frame = m.grid_nodes * (m.grid_input_features - 10) / 2 * 4;
+    const std::int64_t frame = 2048 * 8 * 4;
     const std::int64_t prediction = m.grid_nodes * m.output_features * 4;
     auto held = [&](const std::string& name) {
       std::vector<std::int64_t> sizes;

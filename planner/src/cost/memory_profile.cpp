@@ -89,9 +89,9 @@ void jax_rules(MemoryProfile& p, DType dtype, std::int64_t batch) {
   p.step_checkpoint_scanned = true;
   // Read off bfloat16 modules (J19); no float32 module was read for it.
   p.grid_input_held_through_step = dtype == DType::bfloat16;
-  p.stacked_targets_copy_max_rollout = 8;   // one sublane tile of 8 rows
-  p.per_variable_targets_copied = true;     // J26
-  p.scanned_loop_holds_first_carry = true;  // J20
+  p.scanned_loops_copy_targets = true;                       // J14, J26, J39
+  p.scanned_loops_copy_forcings = dtype == DType::bfloat16;  // J39
+  p.scanned_loop_holds_first_carry = true;                   // J20
   rule(p, OpKind::gather).compiler_recomputable = true;
   rule(p, OpKind::silu).compiler_recomputable = true;
   // SiLU's derivative is applied in the fusion that makes its output's

@@ -46,31 +46,38 @@ class Simulation : detail::MemoryMachine {
   bool scanned() const { return !schedule_.items.empty() && schedule_.items.front().loop_body; }
 
   // What a scanned rollout holds from before its forward loop to after its
-  // backward loop besides the steps' buffers: XLA:TPU's copy of the
-  // float32 targets into the loops' layout, one buffer per step's target,
-  // at every rollout for DeepMind's per-variable targets (a model on a
-  // latitude–longitude grid, J26) and for a stacked node-major target when
-  // the rollout is short enough for it to make one
-  // (MemoryProfile::stacked_targets_copy_max_rollout, J14); and the first
-  // step's carry, a copy of the frames argument in the carry's dtype
-  // (MemoryProfile::scanned_loop_holds_first_carry, J20).
+  // backward loop besides the steps' buffers, in XLA:TPU's tiled layout:
+  // its copy of each step's float32 target, node-major with the nodes
+  // minor or DeepMind's per-variable arrays as the argument lays them out
+  // (MemoryProfile::scanned_loops_copy_targets, J14, J26, J39); a copy of
+  // each step's forcings in the activation dtype (scanned_loops_copy_forcings,
+  // J39); and the first step's carry, a copy of the frames argument in the
+  // carry's layout (MemoryProfile::scanned_loop_holds_first_carry, J20).
   std::vector<int> hold_around_scanned_loops() {
     std::vector<int> held;
     if (!scanned()) return held;
-    const bool targets_copied = (profile_.per_variable_targets_copied && lat_lon_shape(g_.model())) ||
-                                g_.run().rollout <= profile_.stacked_targets_copy_max_rollout;
+    const ModelDescription& model = g_.model();
+    const std::int64_t batch = g_.run().batch;
     for (const Op& op : g_.ops()) {
       if (op.kind == OpKind::mse_loss && op.inputs.size() > 1 && g_.tensor(op.inputs[1]).role == TensorRole::input &&
-          targets_copied)
-        held.push_back(allocate(g_.tensor(op.inputs[1]).bytes(), kActivations, 1, op.inputs[1]));
-      // The carry the first step reads is the frames argument, copied in
-      // the dtype the loop carries (the next carry's).
-      if (op.kind == OpKind::next_input && op.step == 0 && op.inputs.size() > 1 &&
-          profile_.scanned_loop_holds_first_carry) {
-        const Tensor& frames = g_.tensor(op.inputs[1]);
-        const Tensor& carried = g_.tensor(op.outputs.front());
-        held.push_back(allocate(frames.rows * frames.cols * carried.element_bytes, kActivations, 1, op.inputs[1]));
+          profile_.scanned_loops_copy_targets) {
+        const Tensor& target = g_.tensor(op.inputs[1]);
+        const std::int64_t bytes = lat_lon_shape(model)
+                                       ? target.bytes()
+                                       : tpu_tiled_bytes(model.grid_nodes, target.cols, batch, target.element_bytes);
+        held.push_back(allocate(bytes, kActivations, 1, op.inputs[1]));
       }
+      if (op.kind != OpKind::next_input) continue;
+      if (op.inputs.size() > 2 && profile_.scanned_loops_copy_forcings) {
+        const TensorId forcings = op.inputs[2];
+        held.push_back(
+            allocate(tpu_tiled_bytes(model.grid_nodes, g_.tensor(forcings).cols, batch, element_bytes(g_.run().dtype)),
+                     kActivations, 1, forcings));
+      }
+      // The carry the first step reads is the frames argument, copied into
+      // the layout and dtype the loop carries (the next carry's).
+      if (op.step == 0 && op.inputs.size() > 1 && profile_.scanned_loop_holds_first_carry)
+        held.push_back(allocate(g_.tensor(op.outputs.front()).bytes(), kActivations, 1, op.inputs[1]));
     }
     return held;
   }

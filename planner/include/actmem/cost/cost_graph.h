@@ -51,11 +51,27 @@ struct Tensor {
   // JAX's carried frames are kept in the activation dtype while their
   // cotangent stays float32 (docs/cost-model.md J9).
   int gradient_element_bytes = 0;
-  std::int64_t bytes() const { return rows * cols * element_bytes; }
+  // Its bytes where the compiler's layout pads it (0: rows × cols ×
+  // element_bytes), its gradient's alike: XLA:TPU's tiles of a scanned
+  // rollout's carried frames (docs/cost-model.md J39).
+  std::int64_t padded_bytes = 0;
+  std::int64_t bytes() const { return padded_bytes > 0 ? padded_bytes : rows * cols * element_bytes; }
   std::int64_t gradient_bytes() const {
-    return rows * cols * (gradient_element_bytes > 0 ? gradient_element_bytes : element_bytes);
+    const int gradient = gradient_element_bytes > 0 ? gradient_element_bytes : element_bytes;
+    return padded_bytes > 0 ? padded_bytes / element_bytes * gradient : rows * cols * gradient;
   }
 };
+
+// XLA:TPU lays an array's two minor dimensions out in tiles of 8 × 128
+// elements: the bytes of one whose minor dimension has `minor` elements and
+// the next `second_minor`, `major` the product of the others (J26, J39).
+inline constexpr std::int64_t kTpuTileRows = 8;
+inline constexpr std::int64_t kTpuTileColumns = 128;
+constexpr std::int64_t tpu_tiled_bytes(std::int64_t minor, std::int64_t second_minor, std::int64_t major,
+                                       int element_bytes) {
+  auto round_up = [](std::int64_t n, std::int64_t tile) { return (n + tile - 1) / tile * tile; };
+  return major * round_up(second_minor, kTpuTileRows) * round_up(minor, kTpuTileColumns) * element_bytes;
+}
 
 enum class OpKind {
   linear,       // inputs {x, weight, bias}: x·Wᵀ + b

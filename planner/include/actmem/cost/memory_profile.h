@@ -170,16 +170,17 @@ struct MemoryProfile {
   // LayerNorm whose output a checkpoint keeps into another layout, and
   // holds the copies through the body (J25).
   bool loop_body_copies_hoisted_norm_residuals = false;
-  // A scanned rollout of at most this many steps: XLA:TPU lays the stacked
-  // float32 targets argument out with the steps in the tiled dimension and
-  // copies them into the loops' layout, a temporary of their size held
-  // through both loops (J14). 0: no copy.
-  std::int64_t stacked_targets_copy_max_rollout = 0;
-  // A scanned rollout of a model on a latitude–longitude grid, whose
-  // targets are DeepMind's per-variable arrays (lat_lon_shape, model.h):
-  // XLA:TPU copies them into the loops' layout at every rollout, held
-  // through both loops (J26).
-  bool per_variable_targets_copied = false;
+  // A scanned rollout: XLA:TPU copies the float32 targets into the loops'
+  // layout, in its tiles, and holds the copies through both loops: a
+  // node-major target [nodes, batch, channels] with the nodes minor (J14,
+  // J39), DeepMind's per-variable arrays of a model on a latitude–longitude
+  // grid (lat_lon_shape, model.h) as the argument lays them out (J26).
+  bool scanned_loops_copy_targets = false;
+  // A scanned rollout: a copy of the forcings in the activation dtype, in
+  // the loops' tiled layout, held through both loops (J39; read under
+  // bfloat16, where the step concatenates them into its bfloat16 grid
+  // input; under float32 the loops read the argument).
+  bool scanned_loops_copy_forcings = false;
   // A scanned rollout holds, through both loops, a copy of the first
   // step's carry (the frames argument) in the carry's dtype besides the
   // later steps' carries (J20).
