@@ -51,8 +51,8 @@ class Case:
     device, from `actmem fit`: a stored one must be what `actmem fit` prints
     now, stale_actmem_plan()), "nested" (nested_plan()) or the name of a
     folder of fixed plans (fixed_plan_file()): "earlier-actmem",
-    "earlier-actmem-2" (plans `actmem fit` printed for the case before the
-    solver changed), "decoder-outside" (J32's plan at other runs),
+    "earlier-actmem-2", "earlier-actmem-3" (plans `actmem fit` printed for
+    the case before the solver changed), "decoder-outside" (J32's plan at other runs),
     "encoder-region" (one region from the encoder to the last processor
     step, J33's), "encoder-region-blocks" and "processor-region-blocks"
     (`mid`'s processor 0 in two blocks inside a region, J35),
@@ -156,6 +156,10 @@ def cases() -> list[Case]:
     # and as it printed them from that day until J32 (2026-12-05), whose
     # figures showed the deferred edge-embedding backward
     spec += tuple((m, "earlier-actmem-2", 1, False, "bfloat16", 1) for m in ("graphcast", "graphcast-operational"))
+    # and as it printed them until J39 (2026-12-06), whose forcings' copy
+    # moved the fastest plan that fits
+    spec += (("graphcast-small", "earlier-actmem-3", 4, False, "bfloat16", 4),
+             ("graphcast-operational", "earlier-actmem-3", 4, False, "bfloat16", 1))
     # graphcast-operational's earlier-actmem-2 plan (the decoder outside every
     # checkpoint, the processor in two regions) in float32 and at batch 2,
     # where J32 was not read: XLA waits in float32 and not at batch 2, where
