@@ -642,45 +642,56 @@ TEST_SUITE("simulator") {
   }
 
   TEST_CASE(
-      "simulator: under JAX bfloat16 a recomputed LayerNorm whose output no edge update reads writes it over its "
-      "input's copy (J34), in a step-checkpointed loop body too (J38)") {
+      "simulator: under JAX a recomputed LayerNorm whose output no edge update reads lets its input's copy go as it "
+      "ends (J34, J40), in a step-checkpointed loop body too (J38)") {
     // In a region's recomputation the last processor step's edge-MLP
-    // LayerNorm (its output goes to the aggregation alone) writes its
-    // output into the buffer of the copy J31 makes of its input (`mid`,
-    // one region encoder..processor.1: `fusion.222` aliases `copy.22`);
-    // processor 0's, whose output the next step's edge update reads, keeps
-    // its copy beside the output. Under float32 both keep it. In a
-    // step-checkpointed rollout's loop body the same (J38: `mid`
-    // `deepmind:4` rollout 2, processor 1's `copy.48` read by its
-    // LayerNorm's output fusion alone, its backward reading the original).
+    // LayerNorm (its output goes to the aggregation alone) reads J31's
+    // layout copy of its input in the fusion that writes its output, the
+    // copy's one reader, and the copy dies there (`mid` `deepmind:4`
+    // float32: `copy.16` read by `fusion.168` alone, the LayerNorm's
+    // backward reading the original; bfloat16 `copy.20` by `fusion.237`);
+    // processor 0's, whose output the next step's edge update reads, is
+    // kept beside the output for the backward. In a step-checkpointed
+    // rollout's loop body the same (J38: `mid` `deepmind:4` rollout 2,
+    // `copy.48`).
+    struct Row {
+      std::int64_t kept = 0;       // activations it adds: output, statistics and what it keeps
+      std::int64_t transient = 0;  // workspace while it runs
+    };
     auto norm_rows = [](DType dtype, std::int64_t rollout = 1) {
       const CostGraph g = CostGraph::build(testing::tiny_model(2), jax(dtype, rollout));
       Plan plan = empty_plan(g.stages());
       plan.checkpoints.push_back({2, 3, {}});  // the processor's two steps
       plan.step_checkpoint = rollout > 1;
       const Report r = run_plan(g, plan, /*timeline=*/true);
-      // Activations the recomputed norm adds: its output and statistics
-      // (sampled in its row) and what it keeps (in the next).
-      std::map<std::string, std::int64_t> added;
+      // The last recomputation of each (the region's inside the step's
+      // backward in a loop body) is the row kept.
+      std::map<std::string, Row> rows;
       for (std::size_t i = 1; i + 1 < r.timeline.size(); ++i) {
         const TimelinePoint& p = r.timeline[i];
         if (p.at.pass == Pass::recompute && p.at.op.ends_with(".edge_mlp.layer_norm"))
-          added[p.at.op] = r.timeline[i + 1].live.activations - r.timeline[i - 1].live.activations;
+          rows[p.at.op] = {r.timeline[i + 1].live.activations - r.timeline[i - 1].live.activations,
+                           p.live.workspace - r.timeline[i - 1].live.workspace};
       }
-      return added;
+      return rows;
     };
-    const std::int64_t copy = 3000 * testing::tiny_model(2).latent_size * 2;  // mesh edges x latent, bfloat16
-    const auto bfloat16 = norm_rows(DType::bfloat16);
-    CHECK(bfloat16.at("processor.0.edge_mlp.layer_norm") - bfloat16.at("processor.1.edge_mlp.layer_norm") == copy);
-    const auto float32 = norm_rows(DType::float32);
-    CHECK(float32.at("processor.0.edge_mlp.layer_norm") == float32.at("processor.1.edge_mlp.layer_norm"));
-    // The last recomputation of each (the region's inside the step's
-    // backward) is the row kept.
+    for (const DType dtype : {DType::bfloat16, DType::float32}) {
+      CAPTURE(to_string(dtype));
+      const std::int64_t copy =
+          3000 * testing::tiny_model(2).latent_size * element_bytes(dtype);  // mesh edges x latent
+      const auto rows = norm_rows(dtype);
+      const Row first = rows.at("processor.0.edge_mlp.layer_norm"), last = rows.at("processor.1.edge_mlp.layer_norm");
+      CHECK(first.kept - last.kept == copy);
+      CHECK(last.transient - first.transient == copy);
+    }
+    const std::int64_t copy = 3000 * testing::tiny_model(2).latent_size * 2;
     const auto looped = norm_rows(DType::bfloat16, 2);
-    CHECK(looped.at("step0.processor.0.edge_mlp.layer_norm") - looped.at("step0.processor.1.edge_mlp.layer_norm") ==
-          copy);
-    CHECK(looped.at("step1.processor.0.edge_mlp.layer_norm") - looped.at("step1.processor.1.edge_mlp.layer_norm") ==
-          copy);
+    for (const std::string step : {"step0", "step1"}) {
+      const Row first = looped.at(step + ".processor.0.edge_mlp.layer_norm");
+      const Row last = looped.at(step + ".processor.1.edge_mlp.layer_norm");
+      CHECK(first.kept - last.kept == copy);
+      CHECK(last.transient - first.transient == copy);
+    }
   }
 
   TEST_CASE(

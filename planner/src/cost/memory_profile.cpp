@@ -76,16 +76,16 @@ void jax_rules(MemoryProfile& p, DType dtype, std::int64_t batch) {
   // batch-major ones of batch > 1 (J27–J32, read off batch 1; J28 holds at
   // batch 2 too).
   const bool one_sample = batch == 1;
-  p.edge_update_inputs_recompute_silu = one_sample;                     // J27
-  p.every_edge_block_writes_silu = dtype == DType::bfloat16;            // J28
-  p.loop_body_inner_checkpoints_keep_silu = one_sample;                 // J29
-  p.edge_block_partials_after_next_block = one_sample;                  // J30
-  p.aligned_mesh_edge_norms_copy_input = one_sample;                    // J31
-  p.recomputed_norm_output_overwrites_copy = dtype == DType::bfloat16;  // J34
-  p.blocked_edge_updates_drop_norm_copies = true;                       // J35
-  p.decoder_edge_embedding_backward_deferred = one_sample;              // J32
-  p.complete_branch_backward_first = true;                              // J33
-  p.kept_inputs_freed_at_last_reader = true;                            // J37
+  p.edge_update_inputs_recompute_silu = one_sample;           // J27
+  p.every_edge_block_writes_silu = dtype == DType::bfloat16;  // J28
+  p.loop_body_inner_checkpoints_keep_silu = one_sample;       // J29
+  p.edge_block_partials_after_next_block = one_sample;        // J30
+  p.aligned_mesh_edge_norms_copy_input = one_sample;          // J31
+  p.unread_norm_copy_dies_at_norm = true;                     // J34, J40
+  p.blocked_edge_updates_drop_norm_copies = true;             // J35
+  p.decoder_edge_embedding_backward_deferred = one_sample;    // J32
+  p.complete_branch_backward_first = true;                    // J33
+  p.kept_inputs_freed_at_last_reader = true;                  // J37
   p.step_checkpoint_scanned = true;
   // Read off bfloat16 modules (J19); no float32 module was read for it.
   p.grid_input_held_through_step = dtype == DType::bfloat16;

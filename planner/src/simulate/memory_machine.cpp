@@ -312,12 +312,18 @@ void MemoryMachine::forward_op(OpId id, bool saving, std::int64_t block_rows, in
     const std::int64_t bytes = hoisted(id, pass) ? 0 : output_bytes(op, rule, t, block_rows);
     current(t) = rule.output_materialized ? allocate(bytes, kActivations, refs + 1, t) : -1;
   }
-  // A copy of an input made for this op alone (J24) counts while it runs.
+  // A copy of an input made for this op alone counts while it runs: a
+  // batched scatter's (J24), a LayerNorm's layout copy that only the
+  // fusion writing its output reads (J40). The forward loop that stacks
+  // residuals keeps what its linearization names instead (J11).
   std::int64_t copy = 0;
   if (rule.batched_copy_of_input >= 0 && g_.run().batch > 1 && !hoisted(id, pass)) {
     const TensorId input = op.inputs[static_cast<std::size_t>(rule.batched_copy_of_input)];
     if (current(input) >= 0) copy = buffer(current(input)).bytes;
   }
+  const NormCopy norm =
+      saving && !(stacking_residuals_ && pass == Pass::forward) ? norm_copy(id, pass) : NormCopy::none;
+  if (norm == NormCopy::transient) copy += buffer(current(op.inputs[0])).bytes;
   live_[kWorkspace] += copy;
   if (!quiet_) sample_op(pass, op, block);
   live_[kWorkspace] -= copy;
@@ -329,7 +335,7 @@ void MemoryMachine::forward_op(OpId id, bool saving, std::int64_t block_rows, in
       for (std::size_t i = 0; i < op.inputs.size(); ++i)
         if ((rule.saved_inputs & (1u << i)) && !silu_input_recomputed(id, op.inputs[i], pass))
           save(op.inputs[i], saved);
-      if (norm_copies_input(id, pass))
+      if (norm == NormCopy::kept)
         saved.push_back(allocate(buffer(current(op.inputs[0])).bytes, kActivations, 1, op.inputs[0]));
       for (std::size_t i = 0; i < op.outputs.size(); ++i)
         if (rule.saved_outputs & (1u << i)) save(op.outputs[i], saved);
@@ -994,24 +1000,21 @@ std::vector<int> blocked_edge_readers(const CostGraph& graph, const MemoryProfil
   return readers;
 }
 
-// A LayerNorm over the mesh edges, their count a multiple of 8, keeps a
-// copy of its input in another layout (J31); in the forward pass only where
-// another edge update reads its output (not the last processor step's,
-// whose residual is dead, J22); nowhere where a later stage's edge update
-// that its output reaches runs in blocks (J35). (The forward loop that
-// stacks residuals keeps what its linearization names instead, J11:
-// forward_op does not ask there.)
-bool MemoryMachine::norm_copies_input(OpId id, Pass pass) const {
-  if (!aligned_mesh_edge_norm(g_, profile_, id)) return false;
+// A LayerNorm over the mesh edges, their count a multiple of 8, makes a
+// copy of its input in another layout (J31), none where a later stage's
+// edge update that its output reaches runs in blocks (J35). Where another
+// edge update reads its output the copy is kept for the backward; where
+// none does, the copy's one reader is the fusion writing the output, and
+// it dies as the op ends (J40): in the forward pass (J31), in a
+// recomputation (J34), a step-checkpointed loop body's included (J38). A
+// rollout's backward loop without step checkpoints keeps it (J31).
+MemoryMachine::NormCopy MemoryMachine::norm_copy(OpId id, Pass pass) const {
+  if (!aligned_mesh_edge_norm(g_, profile_, id)) return NormCopy::none;
   const Op& op = g_.op(id);
-  if (current_[static_cast<std::size_t>(op.inputs[0])] < 0 || norm_copy_dropped(id)) return false;
-  // Only where an edge update reads its output does it keep the copy in
-  // the forward pass, and in a recomputation where the output is written
-  // over the copy otherwise (J34), a step-checkpointed loop body's included
-  // (J38); a rollout's backward loop without step checkpoints keeps it.
-  const bool overwritten =
-      profile_.recomputed_norm_output_overwrites_copy && pass == Pass::recompute && !stacking_residuals_;
-  return (pass != Pass::forward && !overwritten) || read_by_edge_update(id);
+  if (current_[static_cast<std::size_t>(op.inputs[0])] < 0 || norm_copy_dropped(id)) return NormCopy::none;
+  if (read_by_edge_update(id)) return NormCopy::kept;
+  const bool dies = pass == Pass::forward || (profile_.unread_norm_copy_dies_at_norm && !stacking_residuals_);
+  return dies ? NormCopy::transient : NormCopy::kept;
 }
 
 bool MemoryMachine::norm_copy_dropped(OpId op) const {

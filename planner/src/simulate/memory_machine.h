@@ -281,7 +281,10 @@ class MemoryMachine {
   void release_weight_gradient_operands();
   bool silu_input_recomputed(OpId reader, TensorId input, Pass pass) const;
   bool read_by_edge_update(OpId op) const;
-  bool norm_copies_input(OpId id, Pass pass) const;
+  // J31's layout copy of a mesh-edge LayerNorm's input: none, one that
+  // dies as the LayerNorm ends, or one kept for its backward.
+  enum class NormCopy { none, transient, kept };
+  NormCopy norm_copy(OpId id, Pass pass) const;
   std::vector<int> hold_loop_body_step_inputs(const Item& step);
   void release_input(TensorId t);
   void release_holds(const Op& op);

@@ -123,10 +123,10 @@ struct MemoryProfile {
   bool aligned_mesh_edge_norms_copy_input = false;
   // With it: in a region's recomputation (a step-checkpointed loop
   // body's too, J38; not the backward loop of a rollout without step
-  // checkpoints), a LayerNorm whose output no edge update reads writes that
-  // output over its input's copy, which is then no buffer of its own (J34;
-  // read under bfloat16).
-  bool recomputed_norm_output_overwrites_copy = false;
+  // checkpoints), the copy of the input of a LayerNorm whose output no edge
+  // update reads dies as the LayerNorm ends, as in the forward pass (J34,
+  // J40); without it, it is kept for the backward.
+  bool unread_norm_copy_dies_at_norm = false;
   // With it: a LayerNorm whose output reaches, through the LayerNorms and
   // residual adds after it, an edge update that runs in blocks makes no
   // copy (J35).
