@@ -429,6 +429,43 @@ TEST_SUITE("simulator") {
   }
 
   TEST_CASE(
+      "simulator: on a latitude-longitude grid a JAX loss lays the residual frame and the prediction out as the "
+      "targets while it runs (J42)") {
+    // DeepMind's per-variable loss: XLA makes the last input frame's
+    // predicted channels and the prediction plus that residual in float32
+    // in the targets' tiles (GraphCast `none`: `reshape.3245`,
+    // `convert_add_fusion = f32[721,1440,1,227]`, 968.30 MiB each, at its
+    // peak, the forward's end), in the forward pass and in a step's
+    // recomputation alike. Here each is 10 variables' [7, 12] planes in
+    // one (8, 128) float32 tile each; off the grid, nothing.
+    nlohmann::json json = testing::tiny_model_json();
+    json["resolution_deg"] = 30.0;
+    const ModelDescription off_grid = model_from_json(json, "tiny.json");
+    json["grid_nodes"] = 84;
+    const ModelDescription on_grid = model_from_json(json, "tiny.json");
+    auto loss_workspace = [](const ModelDescription& m, Framework framework, std::int64_t rollout) {
+      RunOptions run = jax(DType::bfloat16, rollout);
+      run.framework = framework;
+      const CostGraph g = CostGraph::build(m, run);
+      Plan plan = empty_plan(g.stages());
+      plan.step_checkpoint = rollout > 1;
+      const Report r = run_plan(g, plan, /*timeline=*/true);
+      std::vector<std::int64_t> added;  // per loss run: the workspace it adds
+      for (std::size_t i = 1; i < r.timeline.size(); ++i)
+        if (r.timeline[i].at.op.ends_with("loss.loss") && r.timeline[i].at.pass != Pass::backward)
+          added.push_back(r.timeline[i].live.workspace - r.timeline[i - 1].live.workspace);
+      return added;
+    };
+    const std::int64_t both = 2 * 10 * 8 * 128 * 4;
+    CHECK(loss_workspace(on_grid, Framework::jax, 1) == std::vector<std::int64_t>{both});
+    // rollout 2, each step checkpointed: the forward loop's two losses and
+    // the backward loop's recomputed ones
+    CHECK(loss_workspace(on_grid, Framework::jax, 2) == std::vector<std::int64_t>(4, both));
+    CHECK(loss_workspace(off_grid, Framework::jax, 1) == std::vector<std::int64_t>{0});
+    CHECK(loss_workspace(on_grid, Framework::pytorch, 1) == std::vector<std::int64_t>{0});
+  }
+
+  TEST_CASE(
       "simulator: a JAX loop body holds one frame's float32 cotangent and the prediction's, which the residual "
       "passes to the carry (J14, J9)") {
     // Each step checkpointed, the peak is in a step's backward (the
@@ -523,6 +560,31 @@ TEST_SUITE("simulator") {
       kept.emplace_back(live(mlp + ".silu0"), live(mlp + ".linear0"));
     }
     return kept;
+  }
+
+  TEST_CASE("simulator: under JAX no linear keeps the LayerNorm output it reads (J41)") {
+    // The encoder's grid-node MLP reads the grid embedding's LayerNorm
+    // output alone; XLA:TPU recomputes it for the weight gradient from the
+    // LayerNorm's input and statistics, which the LayerNorm keeps (`mid`,
+    // graphcast-small and GraphCast with nothing checkpointed: of the
+    // encoder's grid-node buffers at the peak, the two MLPs' h and second
+    // linear outputs and the residual, not the embedding's output). With
+    // nothing checkpointed the peak is early in the backward pass, every
+    // saved tensor live. PyTorch's linear keeps its input (float32: no
+    // autocast copy).
+    auto kept = [](Framework framework, DType dtype) {
+      RunOptions run = jax(dtype);
+      run.framework = framework;
+      const CostGraph g = CostGraph::build(testing::tiny_model(2), run);
+      const Report r = with_peak_buffers(g, empty_plan(g.stages()));
+      REQUIRE(r.peak_at.pass != Pass::forward);
+      return std::any_of(r.live_at_peak.begin(), r.live_at_peak.end(), [](const PeakBuffer& b) {
+        return b.category == "activations" && b.tensor == "encoder.grid_node_embed.layer_norm";
+      });
+    };
+    CHECK_FALSE(kept(Framework::jax, DType::bfloat16));
+    CHECK_FALSE(kept(Framework::jax, DType::float32));
+    CHECK(kept(Framework::pytorch, DType::float32));
   }
 
   TEST_CASE("simulator: under JAX float32 no linear keeps the SiLU output it reads (J13)") {

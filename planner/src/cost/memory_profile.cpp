@@ -71,6 +71,8 @@ void jax_rules(MemoryProfile& p, DType dtype, std::int64_t batch) {
   p.loop_body_recomputes_silu = true;
   p.loop_body_holds_step_inputs = true;
   p.linears_recompute_silu_input = dtype == DType::float32;  // J13
+  p.linears_recompute_norm_input = true;                     // J41
+  p.grid_loss_lays_out_prediction = true;                    // J42
   // DeepMind's program keeps the batch axis at batch 1 ([N, 1, C]); XLA
   // lays those arrays out, fuses and orders them otherwise than the
   // batch-major ones of batch > 1 (J27–J32, read off batch 1; J28 holds at

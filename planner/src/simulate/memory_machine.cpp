@@ -314,8 +314,10 @@ void MemoryMachine::forward_op(OpId id, bool saving, std::int64_t block_rows, in
   }
   // A copy of an input made for this op alone counts while it runs: a
   // batched scatter's (J24), a LayerNorm's layout copy that only the
-  // fusion writing its output reads (J40). The forward loop that stacks
-  // residuals keeps what its linearization names instead (J11).
+  // fusion writing its output reads (J40; the forward loop that stacks
+  // residuals keeps what its linearization names instead, J11), and
+  // DeepMind's per-variable loss's two float32 arrays in the targets'
+  // tiled layout, the residual frame and the prediction plus it (J42).
   std::int64_t copy = 0;
   if (rule.batched_copy_of_input >= 0 && g_.run().batch > 1 && !hoisted(id, pass)) {
     const TensorId input = op.inputs[static_cast<std::size_t>(rule.batched_copy_of_input)];
@@ -324,6 +326,9 @@ void MemoryMachine::forward_op(OpId id, bool saving, std::int64_t block_rows, in
   const NormCopy norm =
       saving && !(stacking_residuals_ && pass == Pass::forward) ? norm_copy(id, pass) : NormCopy::none;
   if (norm == NormCopy::transient) copy += buffer(current(op.inputs[0])).bytes;
+  if (op.kind == OpKind::mse_loss && profile_.grid_loss_lays_out_prediction && op.inputs.size() > 1 &&
+      lat_lon_shape(g_.model()))
+    copy += 2 * tensor(op.inputs[1]).bytes();
   live_[kWorkspace] += copy;
   if (!quiet_) sample_op(pass, op, block);
   live_[kWorkspace] -= copy;
@@ -333,7 +338,7 @@ void MemoryMachine::forward_op(OpId id, bool saving, std::int64_t block_rows, in
       stack_residuals(id);
     } else {
       for (std::size_t i = 0; i < op.inputs.size(); ++i)
-        if ((rule.saved_inputs & (1u << i)) && !silu_input_recomputed(id, op.inputs[i], pass))
+        if ((rule.saved_inputs & (1u << i)) && !linear_input_recomputed(id, op.inputs[i], pass))
           save(op.inputs[i], saved);
       if (norm == NormCopy::kept)
         saved.push_back(allocate(buffer(current(op.inputs[0])).bytes, kActivations, 1, op.inputs[0]));
@@ -915,13 +920,16 @@ std::vector<int> MemoryMachine::hold_loop_body_step_inputs(const Item& step) {
   return held;
 }
 
-// A linear does not keep a SiLU's output it reads where XLA recomputes it
-// from h, which SiLU keeps: in its loop body (J10, J14; at batch 1 only in
-// the step's own recomputation, J29), everywhere under float32 (J13), and
-// in the forward pass of an MLP whose output an edge update reads (J27).
-bool MemoryMachine::silu_input_recomputed(OpId reader, TensorId input, Pass pass) const {
+// A linear does not keep an input that XLA recomputes for its weight
+// gradient from what the input's producer keeps: a LayerNorm's output,
+// from the LayerNorm's input and statistics (J41); a SiLU's output, from
+// h, in its loop body (J10, J14; at batch 1 only in the step's own
+// recomputation, J29), everywhere under float32 (J13), and in the forward
+// pass of an MLP whose output an edge update reads (J27).
+bool MemoryMachine::linear_input_recomputed(OpId reader, TensorId input, Pass pass) const {
   if (g_.op(reader).kind != OpKind::linear) return false;
   const OpId p = g_.producer(input);
+  if (p >= 0 && g_.op(p).kind == OpKind::layer_norm) return profile_.linears_recompute_norm_input;
   if (p < 0 || g_.op(p).kind != OpKind::silu) return false;
   if (profile_.linears_recompute_silu_input) return true;
   if (in_loop_body_ && profile_.loop_body_recomputes_silu &&

@@ -279,7 +279,7 @@ class MemoryMachine {
   bool hoisted(OpId id, Pass pass) const;
   static OpId first_op(const Item& item);
   void release_weight_gradient_operands();
-  bool silu_input_recomputed(OpId reader, TensorId input, Pass pass) const;
+  bool linear_input_recomputed(OpId reader, TensorId input, Pass pass) const;
   bool read_by_edge_update(OpId op) const;
   // J31's layout copy of a mesh-edge LayerNorm's input: none, one that
   // dies as the LayerNorm ends, or one kept for its backward.

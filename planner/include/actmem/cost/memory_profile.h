@@ -103,6 +103,15 @@ struct MemoryProfile {
   // recomputes it from h for the weight gradient everywhere under float32
   // (J13), where under bfloat16 only the loop body does.
   bool linears_recompute_silu_input = false;
+  // A linear whose input is a LayerNorm's output never keeps it: XLA:TPU
+  // recomputes it for the weight gradient from the LayerNorm's input and
+  // statistics, which the LayerNorm keeps (J41).
+  bool linears_recompute_norm_input = false;
+  // On a latitude–longitude grid (DeepMind's per-variable targets, J26)
+  // the loss reads the last input frame's predicted channels and the
+  // prediction plus that residual as two float32 arrays in the targets'
+  // tiled layout, live while it runs (J42).
+  bool grid_loss_lays_out_prediction = false;
   // Forward pass: an MLP whose output an edge update reads (through its
   // LayerNorm and residual add) does not keep its SiLU's output either;
   // XLA recomputes it from h, as under float32 (J27).
