@@ -81,7 +81,6 @@ ROLLOUT_1 = ("over: at rollout 1 and batch 1 (nothing checkpointed) DeepMind's s
              "does and agrees with it within 0.7% at batch 2 and within 2.4% on every step-checkpointed rollout; "
              "not located, and actmem is read off the reference")
 KNOWN_GAPS = {
-    "graphcast-small r1 b1": ROLLOUT_1,
     "graphcast-operational r1 b1": ROLLOUT_1,
     "graphcast r1 b1": ROLLOUT_1,
 }
