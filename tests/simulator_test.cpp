@@ -28,6 +28,16 @@ Report run_plan(const CostGraph& g, const Plan& plan, bool timeline = false) {
 
 Plan builtin(const CostGraph& g, const char* name) { return builtin_plan(name, g.chain()); }
 
+// The tiny model with `resolution_deg` 30 (7 × 12 = 84 points): its 2000
+// grid nodes off that grid, and with 84 grid nodes on it.
+std::pair<ModelDescription, ModelDescription> tiny_models_on_a_30_degree_grid() {
+  nlohmann::json json = testing::tiny_model_json();
+  json["resolution_deg"] = 30.0;
+  ModelDescription off_grid = model_from_json(json, "tiny.json");
+  json["grid_nodes"] = 84;
+  return {std::move(off_grid), model_from_json(json, "tiny.json")};
+}
+
 RunOptions jax(DType dtype, std::int64_t rollout = 1, std::int64_t batch = 1) {
   RunOptions run;
   run.framework = Framework::jax;
@@ -399,11 +409,7 @@ TEST_SUITE("simulator") {
     // (8, 128) float32 tile. Besides: the first carry (the frames, 2 × 5
     // channels, float32) and the forcings (5 channels, bfloat16 a step),
     // tiled with the nodes minor (J20, J39).
-    nlohmann::json json = testing::tiny_model_json();
-    json["resolution_deg"] = 30.0;
-    const ModelDescription off_grid = model_from_json(json, "tiny.json");
-    json["grid_nodes"] = 84;
-    const ModelDescription on_grid = model_from_json(json, "tiny.json");
+    const auto [off_grid, on_grid] = tiny_models_on_a_30_degree_grid();
     REQUIRE_FALSE(lat_lon_shape(off_grid));
     REQUIRE(lat_lon_shape(on_grid) == std::pair<std::int64_t, std::int64_t>{7, 12});
     auto first_row_and_inputs = [](const ModelDescription& m, std::int64_t rollout) {
@@ -438,11 +444,7 @@ TEST_SUITE("simulator") {
     // peak, the forward's end), in the forward pass and in a step's
     // recomputation alike. Here each is 10 variables' [7, 12] planes in
     // one (8, 128) float32 tile each; off the grid, nothing.
-    nlohmann::json json = testing::tiny_model_json();
-    json["resolution_deg"] = 30.0;
-    const ModelDescription off_grid = model_from_json(json, "tiny.json");
-    json["grid_nodes"] = 84;
-    const ModelDescription on_grid = model_from_json(json, "tiny.json");
+    const auto [off_grid, on_grid] = tiny_models_on_a_30_degree_grid();
     auto loss_workspace = [](const ModelDescription& m, Framework framework, std::int64_t rollout) {
       RunOptions run = jax(DType::bfloat16, rollout);
       run.framework = framework;
