@@ -22,14 +22,15 @@ std::vector<int> consumer_keys(const ReplayGraph& rg, TensorId t, int offset) {
 }
 
 // Whether tensor x of `base` and y of the stage `offset` further on are
-// alike for a replay: shape, role, gradient, and where their producer and
+// alike for a replay: shape, bytes (padded, J39) and gradient's, role,
+// gradient, and where their producer and
 // (for activations) consumers sit, and what kind of op produced them.
 bool alike(const ReplayGraph& rg, TensorId x, TensorId y, int offset) {
   const CostGraph& g = rg.graph;
   const Tensor& a = g.tensor(x);
   const Tensor& b = g.tensor(y);
-  if (a.rows != b.rows || a.cols != b.cols || a.element_bytes != b.element_bytes || a.role != b.role ||
-      a.requires_grad != b.requires_grad)
+  if (a.rows != b.rows || a.cols != b.cols || a.element_bytes != b.element_bytes || a.bytes() != b.bytes() ||
+      a.gradient_bytes() != b.gradient_bytes() || a.role != b.role || a.requires_grad != b.requires_grad)
     return false;
   const auto ix = static_cast<std::size_t>(x), iy = static_cast<std::size_t>(y);
   if (rg.has_grad[ix] != rg.has_grad[iy]) return false;
