@@ -220,6 +220,13 @@ void MemoryMachine::forward_item(const Item& item, bool saving, std::int64_t blo
   }
 }
 
+bool MemoryMachine::any_reads(const std::vector<OpId>& ops, TensorId t) const {
+  return std::any_of(ops.begin(), ops.end(), [&](OpId id) {
+    const auto& in = g_.op(id).inputs;
+    return std::find(in.begin(), in.end(), t) != in.end();
+  });
+}
+
 MemoryMachine::LastReaders MemoryMachine::last_readers(const std::vector<Item>& items,
                                                        const std::vector<TensorId>& inputs) const {
   LastReaders readers;
@@ -227,14 +234,7 @@ MemoryMachine::LastReaders MemoryMachine::last_readers(const std::vector<Item>& 
   for (TensorId t : inputs) {
     if (current(t) < 0 || kept_input_reader_stage(g_, profile_, t) < 0) continue;
     int reading = 0;
-    for (const Item& item : items) {
-      bool reads = false;
-      for (OpId id : ops_of(item)) {
-        const auto& in = g_.op(id).inputs;
-        reads = reads || std::find(in.begin(), in.end(), t) != in.end();
-      }
-      reading += reads ? 1 : 0;
-    }
+    for (const Item& item : items) reading += any_reads(ops_of(item), t) ? 1 : 0;
     if (reading == 0) continue;
     readers.tensors.push_back(t);
     readers.remaining.push_back(reading);
@@ -250,11 +250,7 @@ void MemoryMachine::recompute_items(const std::vector<Item>& items, std::int64_t
     const std::vector<OpId> ops = ops_of(item);
     for (std::size_t i = 0; i < readers.tensors.size(); ++i) {
       const TensorId t = readers.tensors[i];
-      const bool reads = std::any_of(ops.begin(), ops.end(), [&](OpId id) {
-        const auto& in = g_.op(id).inputs;
-        return std::find(in.begin(), in.end(), t) != in.end();
-      });
-      if (!reads || --readers.remaining[i] > 0) continue;
+      if (!any_reads(ops, t) || --readers.remaining[i] > 0) continue;
       const int b = current(t);
       if (kept_entry >= 0) {
         std::vector<int>& kept = kept_inputs_[static_cast<std::size_t>(kept_entry)].buffers;

@@ -207,6 +207,8 @@ class MemoryMachine {
     std::vector<int> remaining;
   };
   LastReaders last_readers(const std::vector<Item>& items, const std::vector<TensorId>& inputs) const;
+  // Whether one of `ops` reads t.
+  bool any_reads(const std::vector<OpId>& ops, TensorId t) const;
   // Recomputes `items` (saving) one after another, letting go of the
   // checkpoint's hold on each of `readers` after the last item that reads
   // it: its buffer in kept_inputs_[kept_entry] (the checkpoint's), or the
