@@ -499,6 +499,65 @@ TEST_SUITE("simulator") {
     CHECK(std::count(predicted.begin(), predicted.end(), prediction) == 1);
   }
 
+  TEST_CASE("simulator: in a JAX loop body the output MLP keeps SiLU's output for its second linear (J43)") {
+    // The step's recomputation in XLA's backward loop body recomputes
+    // silu(h) for each second linear's weight gradient (J10, J14), but the
+    // output MLP's first linear writes the pair and its second weight
+    // gradient reads silu(h) (GraphCast `none` rollout 2, each step
+    // checkpointed: `fusion.5308 = (bf16[1038240,512], bf16[1038240,512])`
+    // at the body's peak, read by `select_add_fusion.575 = f32[512,227]`;
+    // graphcast-small and `mid` the same, `mid` at batch 2 too). Under
+    // float32 no linear keeps it (J13). With nothing checkpointed inside
+    // the step the body peaks as its recomputation ends, at the next
+    // carry, every MLP of the step recomputed.
+    auto silu_kept = [](DType dtype) {
+      const CostGraph g = CostGraph::build(testing::tiny_model(), jax(dtype, 2));
+      Plan plan = empty_plan(g.stages());
+      plan.step_checkpoint = true;
+      const Report r = with_peak_buffers(g, plan);
+      REQUIRE(r.peak_at.op.ends_with("loss.next_input"));
+      const std::string step = "step" + std::to_string(r.peak_at.step) + ".";
+      std::vector<std::string> kept;
+      for (const PeakBuffer& b : r.live_at_peak)
+        if (b.category == "activations" && b.tensor.starts_with(step) && b.tensor.ends_with(".silu0"))
+          kept.push_back(b.tensor.substr(step.size()));
+      return kept;
+    };
+    const std::vector<std::string> output_mlp{"decoder.output_mlp.silu0"};
+    CHECK(silu_kept(DType::bfloat16) == output_mlp);
+    CHECK(silu_kept(DType::float32).empty());
+  }
+
+  TEST_CASE(
+      "simulator: a JAX loop body slices its step's target as it starts and holds the slice until the loss's "
+      "backward (J44)") {
+    // XLA's backward loop body dynamic-slices its step's float32 target out
+    // of the loops' copy (J39's layout: 2000 × 10 → 2048 × 16) early in the
+    // body and frees the slice as the loss's backward has read it (GraphCast
+    // `none` rollout 2, each step checkpointed: `dynamic-slice_bitcast_fusion.
+    // 34`–`.39`, six atmospheric variables' 157.83 MiB and five surface
+    // ones', live from #555–572 to #1493–1502, the loss's backward). With
+    // nothing checkpointed inside the step the body peaks in the step's
+    // recomputation, with the step in one checkpoint inside it in that
+    // checkpoint's backward, after the loss's: the step's target is held
+    // twice, then once (the loops' copy).
+    const ModelDescription m = testing::tiny_model();
+    auto targets_at_peak = [&](const char* inner, Pass pass) {
+      const CostGraph g = CostGraph::build(m, jax(DType::bfloat16, 2));
+      Plan plan = builtin(g, inner);
+      plan.step_checkpoint = true;
+      const Report r = with_peak_buffers(g, plan);
+      REQUIRE(r.peak_at.pass == pass);
+      std::vector<std::int64_t> sizes;
+      for (const PeakBuffer& b : r.live_at_peak)
+        if (b.tensor == "target." + std::to_string(r.peak_at.step)) sizes.push_back(b.bytes);
+      return sizes;
+    };
+    const std::int64_t target = 2048 * 16 * 4;
+    CHECK(targets_at_peak("none", Pass::recompute) == std::vector<std::int64_t>(2, target));
+    CHECK(targets_at_peak("full", Pass::backward) == std::vector<std::int64_t>{target});
+  }
+
   TEST_CASE("simulator: a JAX rollout without step checkpoints saves its carry in the activation dtype (J9)") {
     // The carry is float32 (the residual reads it so), but where the steps
     // are not checkpointed the backward reads each step's only through the

@@ -70,6 +70,8 @@ void jax_rules(MemoryProfile& p, DType dtype, std::int64_t batch) {
   // A scanned rollout's loop body (J14).
   p.loop_body_recomputes_silu = true;
   p.loop_body_holds_step_inputs = true;
+  p.loop_body_output_mlp_keeps_silu = true;                  // J43
+  p.loop_body_slices_step_target = true;                     // J44
   p.linears_recompute_silu_input = dtype == DType::float32;  // J13
   p.linears_recompute_norm_input = true;                     // J41
   p.grid_loss_lays_out_prediction = true;                    // J42

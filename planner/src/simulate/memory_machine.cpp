@@ -732,6 +732,7 @@ void MemoryMachine::backward_region(const Item& item, std::int64_t block_rows, i
   if (item.loop_body) {
     in_loop_body_ = true;
     if (profile_.loop_body_holds_step_inputs) step_inputs = hold_loop_body_step_inputs(item);
+    slice_step_target(ops_of(item.children));
     on_loop_body_start();
   }
   const int saved_context = context_;
@@ -763,6 +764,10 @@ void MemoryMachine::backward_region(const Item& item, std::int64_t block_rows, i
   for (int b : held_outputs) release(b);
   release_kept(1, /*skipped=*/false);
   for (int b : step_inputs) release(b);
+  if (item.loop_body && target_slice_ >= 0) {  // the step's loss had no backward
+    release(target_slice_);
+    target_slice_ = -1;
+  }
   in_loop_body_ = outer_loop_body;
 }
 
@@ -916,12 +921,27 @@ std::vector<int> MemoryMachine::hold_loop_body_step_inputs(const Item& step) {
   return held;
 }
 
+void MemoryMachine::slice_step_target(const std::vector<OpId>& step_ops) {
+  if (!profile_.loop_body_slices_step_target) return;
+  for (OpId id : step_ops)
+    if (const Op& op = g_.op(id);
+        op.kind == OpKind::mse_loss && op.inputs.size() > 1 && tensor(op.inputs[1]).role == TensorRole::input)
+      target_slice_ = allocate(scanned_target_bytes(g_, op.inputs[1]), kActivations, 1, op.inputs[1]);
+}
+
+bool MemoryMachine::writes_prediction(OpId op) const {
+  for (OpId reader : g_.consumers(g_.op(op).outputs.front()))
+    if (g_.op(reader).kind == OpKind::mse_loss) return true;
+  return false;
+}
+
 // A linear does not keep an input that XLA recomputes for its weight
 // gradient from what the input's producer keeps: a LayerNorm's output,
 // from the LayerNorm's input and statistics (J41); a SiLU's output, from
 // h, in its loop body (J10, J14; at batch 1 only in the step's own
-// recomputation, J29), everywhere under float32 (J13), and in the forward
-// pass of an MLP whose output an edge update reads (J27).
+// recomputation, J29; not the output MLP's, J43), everywhere under float32
+// (J13), and in the forward pass of an MLP whose output an edge update
+// reads (J27).
 bool MemoryMachine::linear_input_recomputed(OpId reader, TensorId input, Pass pass) const {
   if (g_.op(reader).kind != OpKind::linear) return false;
   const OpId p = g_.producer(input);
@@ -930,8 +950,15 @@ bool MemoryMachine::linear_input_recomputed(OpId reader, TensorId input, Pass pa
   if (profile_.linears_recompute_silu_input) return true;
   if (in_loop_body_ && profile_.loop_body_recomputes_silu &&
       (!profile_.loop_body_inner_checkpoints_keep_silu || recomputing_step_))
-    return true;
+    return !(profile_.loop_body_output_mlp_keeps_silu && writes_prediction(reader));
   return pass == Pass::forward && profile_.edge_update_inputs_recompute_silu && read_by_edge_update(reader);
+}
+
+std::int64_t scanned_target_bytes(const CostGraph& graph, TensorId target) {
+  const Tensor& t = graph.tensor(target);
+  return lat_lon_shape(graph.model())
+             ? t.bytes()
+             : tpu_tiled_bytes(graph.model().grid_nodes, t.cols, graph.run().batch, t.element_bytes);
 }
 
 bool aligned_mesh_edge_norm(const CostGraph& graph, const MemoryProfile& profile, OpId op) {
@@ -1314,6 +1341,10 @@ void MemoryMachine::backward_op(OpId id, std::vector<int> saved, std::int64_t bl
     if (!quiet_) sample_op(Pass::backward, op, block);
     live_[kWorkspace] -= transient;
     for (const Contribution& c : contributions_) accumulate(c);
+  }
+  if (op.kind == OpKind::mse_loss && target_slice_ >= 0) {  // J44: read by the loss's backward
+    release(target_slice_);
+    target_slice_ = -1;
   }
   // XLA's backward loop of a rollout that stacks residuals computes the
   // weight gradients of the linears outside every checkpoint (loop carries)

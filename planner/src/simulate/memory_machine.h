@@ -46,6 +46,11 @@ std::vector<int> later_edge_update_stages_reached(const CostGraph& graph, OpId o
 // (then J35 does not apply: where mesh nodes and mesh edges are equally
 // many, a node LayerNorm reaching the decoder would break it).
 std::vector<int> blocked_edge_readers(const CostGraph& graph, const MemoryProfile& profile);
+// A step's float32 target (an input the loss reads) as XLA:TPU's scanned
+// loops lay it out, in its tiles: DeepMind's per-variable arrays of a model
+// on a latitude–longitude grid as the argument lays them out (the tensor's
+// own bytes, J26), else node-major with the nodes minor (J14, J39).
+std::int64_t scanned_target_bytes(const CostGraph& graph, TensorId target);
 // J37: the one stage that reads activation t (all its readers in one stage
 // of one step, and its producer saves nothing of it), where `profile` lets
 // a checkpoint's hold on t go at its last reader; else -1.
@@ -216,6 +221,13 @@ class MemoryMachine {
   void recompute_items(const std::vector<Item>& items, std::int64_t block_rows, int block, LastReaders& readers,
                        std::ptrdiff_t kept_entry);
 
+  // ---- the loop body's slice of its step's target (J44) ----
+  // As a scanned backward loop's body starts: the slice of the step's
+  // target, if `step_ops` hold its loss and the profile slices it
+  // (target_slice_); backward_op() lets it go after the loss's backward.
+  void slice_step_target(const std::vector<OpId>& step_ops);
+  int target_slice_ = -1;
+
   // ---- J31's copies an edge update in blocks does away with (J35) ----
   // Whether aligned LayerNorm `op` makes no copy, a later stage's edge
   // update its output reaches running in blocks: by default, one of
@@ -288,6 +300,8 @@ class MemoryMachine {
   enum class NormCopy { none, transient, kept };
   NormCopy norm_copy(OpId id, Pass pass) const;
   std::vector<int> hold_loop_body_step_inputs(const Item& step);
+  // Whether linear `op` writes the step's prediction (the loss reads it).
+  bool writes_prediction(OpId op) const;
   void release_input(TensorId t);
   void release_holds(const Op& op);
   std::int64_t input_gradient(const Op& op, const OpMemoryRule& rule, TensorId t, std::int64_t block_rows);

@@ -61,11 +61,7 @@ class Simulation : detail::MemoryMachine {
     for (const Op& op : g_.ops()) {
       if (op.kind == OpKind::mse_loss && op.inputs.size() > 1 && g_.tensor(op.inputs[1]).role == TensorRole::input &&
           profile_.scanned_loops_copy_targets) {
-        const Tensor& target = g_.tensor(op.inputs[1]);
-        const std::int64_t bytes = lat_lon_shape(model)
-                                       ? target.bytes()
-                                       : tpu_tiled_bytes(model.grid_nodes, target.cols, batch, target.element_bytes);
-        held.push_back(allocate(bytes, kActivations, 1, op.inputs[1]));
+        held.push_back(allocate(detail::scanned_target_bytes(g_, op.inputs[1]), kActivations, 1, op.inputs[1]));
       }
       if (op.kind != OpKind::next_input) continue;
       if (op.inputs.size() > 2 && profile_.scanned_loops_copy_forcings) {

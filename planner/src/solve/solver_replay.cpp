@@ -150,6 +150,10 @@ class Replay : MemoryMachine {
         top_level_recompute && run_complete_branch(items, keys, rest_recomputed, rest_differentiated, result);
     const std::vector<Item>& recomputed = branch ? rest_recomputed : items;
     const std::vector<Item>& differentiated = branch ? rest_differentiated : items;
+    // The loop body's slice of the step's target lives from the body's
+    // start (the loop's baseline, not this replay's work) to the loss's
+    // backward (J44).
+    if (rg_.loop_body && ctx_.original_forward) slice_step_target(ops);
     const std::int64_t start = live();
     peak_ = start;
     // A loop body's original forward pass is the step's recomputation;

@@ -99,6 +99,15 @@ struct MemoryProfile {
   // carried frame's cotangent (J14).
   bool loop_body_recomputes_silu = false;
   bool loop_body_holds_step_inputs = false;
+  // With loop_body_recomputes_silu: except the MLP that writes the
+  // prediction (the output MLP, the loss reads its second linear's output):
+  // its recomputation writes silu(h) beside h and its second linear keeps
+  // silu(h) for the weight gradient (J43).
+  bool loop_body_output_mlp_keeps_silu = false;
+  // That loop body slices its step's float32 target out of the loops' copy
+  // (scanned_loops_copy_targets) as it starts, in the same tiled layout,
+  // and holds the slice until the loss's backward has read it (J44).
+  bool loop_body_slices_step_target = false;
   // A linear whose input is a SiLU's output never keeps it: XLA:TPU
   // recomputes it from h for the weight gradient everywhere under float32
   // (J13), where under bfloat16 only the loop body does.
