@@ -51,7 +51,7 @@ class Case:
     device, from `actmem fit`: a stored one must be what `actmem fit` prints
     now, stale_actmem_plan()), "nested" (nested_plan()) or the name of a
     folder of fixed plans (fixed_plan_file()): "earlier-actmem",
-    "earlier-actmem-2", "earlier-actmem-3" (plans `actmem fit` printed for
+    "earlier-actmem-2" … "earlier-actmem-4" (plans `actmem fit` printed for
     the case before the solver changed), "decoder-outside" (J32's plan at other runs),
     "encoder-region" (one region from the encoder to the last processor
     step, J33's), "encoder-region-blocks" and "processor-region-blocks"
@@ -160,6 +160,11 @@ def cases() -> list[Case]:
     # moved the fastest plan that fits
     spec += (("graphcast-small", "earlier-actmem-3", 4, False, "bfloat16", 4),
              ("graphcast-operational", "earlier-actmem-3", 4, False, "bfloat16", 1))
+    # and as it printed them until J43 and J44 (2026-12-06), whose loop-body
+    # buffers moved the plans it prints at rollouts 2 to 12
+    spec += tuple((m, "earlier-actmem-4", r, False, "bfloat16", b) for m, r, b in (
+        ("graphcast", 12, 1), ("graphcast", 4, 1), ("graphcast-small", 4, 4), ("graphcast-operational", 2, 1),
+        ("graphcast-operational", 4, 1)))
     # graphcast-operational's earlier-actmem-2 plan (the decoder outside every
     # checkpoint, the processor in two regions) in float32 and at batch 2,
     # where J32 was not read: XLA waits in float32 and not at batch 2, where
