@@ -24,11 +24,11 @@ std::string describe_profile_caveat(const CostGraph& g, const Device& d) {
 
 std::string describe_plan_caveat(const CostGraph& g, const Plan& plan) {
   // Measured against XLA:TPU (docs/validation-jax.md; KNOWN_GAPS in
-  // integrations/jax/validate.py): 13 such cases, 10 within 5%.
+  // integrations/jax/validate.py): 13 such cases, 11 within 5%.
   if (g.run().framework != Framework::jax || g.run().rollout < 2 || plan.step_checkpoint) return {};
-  return "note: a JAX rollout without step checkpoints: against XLA:TPU actmem was from 15% under to 3% over "
-         "(several processor regions, and float32, the farthest; with each step checkpointed, as the solver's "
-         "plans are, within 5%; docs/validation-jax.md)\n";
+  return "note: a JAX rollout without step checkpoints: against XLA:TPU actmem was from 14% under to 1% over "
+         "(several processor regions, and no checkpoints at batch 2, the farthest; with each step checkpointed, "
+         "as the solver's plans are, within 5%; docs/validation-jax.md)\n";
 }
 
 std::string describe_compiler_remat(const Report& r) {

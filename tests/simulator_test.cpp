@@ -558,11 +558,44 @@ TEST_SUITE("simulator") {
     CHECK(targets_at_peak("full", Pass::backward) == std::vector<std::int64_t>{target});
   }
 
+  TEST_CASE(
+      "simulator: a JAX rollout without step checkpoints copies out each step's slice of what its checkpoints "
+      "keep as the step's backward starts (J45)") {
+    // XLA's backward loop body dynamic-slices the step's part of every
+    // stacked array a checkpoint of the step keeps and holds each copy to
+    // that checkpoint's backward (GraphCast, DeepMind's plan, rollout 4:
+    // the grid latent, the grid input, the five processor regions' edge
+    // inputs and seven mesh-node ones, `dynamic-slice_bitcast_fusion.28`
+    // ... `.41`, live from #617-638, the body's start, to each region's
+    // weight gradients). The processor regions' first input, the mesh edge
+    // latent, is loop-invariant: hoisted, not stacked, and not sliced.
+    // Here each stage in its own checkpoint on the tiny model peaks in the
+    // decoder's backward, the rollout's first: the last step's inputs to
+    // processors 1 to 3 are held twice, the step before's and the hoisted
+    // latent once.
+    const CostGraph g = CostGraph::build(testing::tiny_model(), jax(DType::bfloat16, 2));
+    const Report r = with_peak_buffers(g, builtin(g, "full"));
+    REQUIRE(r.peak_at.pass == Pass::backward);
+    REQUIRE(r.peak_at.stage == "decoder");
+    REQUIRE(r.peak_at.step == 1);
+    auto held = [&](const std::string& tensor) {
+      return std::count_if(r.live_at_peak.begin(), r.live_at_peak.end(),
+                           [&](const PeakBuffer& b) { return b.tensor == tensor; });
+    };
+    for (const char* k : {"0", "1", "2"}) {
+      CAPTURE(k);
+      CHECK(held(std::string("step1.processor.") + k + ".edge_residual") == 2);
+      CHECK(held(std::string("step0.processor.") + k + ".edge_residual") == 1);
+    }
+    CHECK(held("step0.mesh_edge_embed.edge_embed.layer_norm") == 1);
+  }
+
   TEST_CASE("simulator: a JAX rollout without step checkpoints saves its carry in the activation dtype (J9)") {
     // The carry is float32 (the residual reads it so), but where the steps
     // are not checkpointed the backward reads each step's only through the
     // cast of the next grid input, and XLA's stack keeps it in bfloat16:
-    // here the next step's encoder checkpoint keeps it to its backward.
+    // here the next step's encoder checkpoint keeps it to its backward, and
+    // that step's backward loop body holds its slice of it (J45).
     const ModelDescription m = testing::tiny_model();
     const CostGraph g = CostGraph::build(m, jax(DType::bfloat16, 2));
     SimulationOptions options;
@@ -573,7 +606,7 @@ TEST_SUITE("simulator") {
     std::vector<std::int64_t> carries;
     for (const PeakBuffer& b : r.live_at_peak)
       if (b.category == "activations" && b.tensor == "step0.loss.next_frames") carries.push_back(b.bytes);
-    CHECK(carries == std::vector<std::int64_t>{m.grid_nodes * (m.grid_input_features - 10) * 2});
+    CHECK(carries == std::vector<std::int64_t>(2, m.grid_nodes * (m.grid_input_features - 10) * 2));
   }
 
   TEST_CASE("simulator: under JAX at batch 2 each aggregation reads a copy of its messages (J24)") {
@@ -1142,13 +1175,16 @@ TEST_SUITE("simulator") {
     // checkpoint and the processor inside: the embedding's output is an
     // input the processor's checkpoints keep. At batch 2 the backward loop
     // body holds a copy of the embedding's LayerNorm's three float32
-    // intermediates beside their stack; not at batch 1, and not when no
-    // checkpoint reads the embedding (no checkpoints at all).
+    // intermediates beside their stack; not at batch 1, not when no
+    // checkpoint reads the embedding (no checkpoints at all), and not where
+    // the mesh edges are no multiple of 8 (`mid` `deepmind:4` rollout 2
+    // batch 2 with 80,004 mesh edges instead of 80,000: no `copy.1039` …
+    // `copy.1042`, 5.05 → 4.14 GiB as written).
     const ModelDescription m = testing::tiny_model();
     const std::int64_t e = m.mesh_edges, l = m.latent_size;
     const std::string norm = "residuals stacked by step0.mesh_edge_embed.edge_embed.layer_norm";
-    auto norm_buffers = [&](std::int64_t batch, const char* plan_name) {
-      const CostGraph g = CostGraph::build(m, jax(DType::bfloat16, 2, batch));
+    auto norm_buffers = [&](std::int64_t batch, const char* plan_name, const ModelDescription& model) {
+      const CostGraph g = CostGraph::build(model, jax(DType::bfloat16, 2, batch));
       const Plan plan = plan_name ? builtin(g, plan_name) : empty_plan(g.stages());
       std::vector<std::int64_t> bytes;
       for (const PeakBuffer& b : with_peak_buffers(g, plan).live_at_peak)
@@ -1157,9 +1193,14 @@ TEST_SUITE("simulator") {
       return bytes;
     };
     const std::int64_t stack = 3 * 2 * e * l * 4 + 2 * 2 * e * 4, copy = 3 * 2 * e * l * 4;
-    CHECK(norm_buffers(2, "deepmind") == std::vector<std::int64_t>{copy, stack});
-    CHECK(norm_buffers(1, "deepmind") == std::vector<std::int64_t>{stack / 2});
-    CHECK(norm_buffers(2, nullptr) == std::vector<std::int64_t>{stack});
+    CHECK(norm_buffers(2, "deepmind", m) == std::vector<std::int64_t>{copy, stack});
+    CHECK(norm_buffers(1, "deepmind", m) == std::vector<std::int64_t>{stack / 2});
+    CHECK(norm_buffers(2, nullptr, m) == std::vector<std::int64_t>{stack});
+    nlohmann::json unaligned = testing::tiny_model_json();
+    unaligned["mesh_edges"] = e + 4;
+    const std::int64_t unaligned_stack = 3 * 2 * (e + 4) * l * 4 + 2 * 2 * (e + 4) * 4;
+    CHECK(norm_buffers(2, "deepmind", model_from_json(unaligned, "tiny.json")) ==
+          std::vector<std::int64_t>{unaligned_stack});
   }
 
   TEST_CASE(

@@ -206,15 +206,13 @@ def cases() -> list[Case]:
 # they are reported, and do not fail the run.
 KNOWN_GAPS = {
     # rollouts without step checkpoints (J11)
-    "graphcast deepmind r4 bfloat16 b1": "-6.2%, under: XLA's rollout without step checkpoints, batch axis kept, "
-                                         "is 2.0% over the program without it (actmem -0.2% there); not located",
     "mid none r2 bfloat16 b2": "-6.8%, under: the parameters cast inside each rollout step (DeepMind's casts) add "
                                "3.1% to XLA's figure at batch 2 (actmem -4.0% against the program that cast them "
                                "once); the loop's casts are not modelled. What the loop holds matches (stacks and "
                                "hoisted residuals 29.39 GiB, actmem 29.22); the depth-first backward body holds "
                                "more (5.3 GiB at its peak, actmem 3.1): step slices of the stacks whose last "
                                "readers it runs late (docs/cost-model.md section 4)",
-    "graphcast-small every:4 r2 bfloat16 b1": "-14.6%, under: XLA's backward loop body holds the recomputed edge "
+    "graphcast-small every:4 r2 bfloat16 b1": "-13.7%, under: XLA's backward loop body holds the recomputed edge "
                                               "inputs and the edge-MLP output gradients of several processor regions "
                                               "at once, where actmem runs one region's backward after another; the "
                                               "module is scheduled depth-first (XLA's three schedules: list 30.87, "

@@ -119,6 +119,7 @@ void jax_rules(MemoryProfile& p, DType dtype, std::int64_t batch) {
   // scatters keep their index, a model input.
   p.scan_stacks_linearization_residuals = true;
   p.loop_body_copies_hoisted_norm_residuals = true;  // J25
+  p.loop_body_slices_kept_inputs = true;             // J45
   rule(p, OpKind::linear).linearization = {bit(0), 0, 0, 0};
   rule(p, OpKind::silu).linearization = {bit(0), 2, 0, 0};
   rule(p, OpKind::layer_norm).linearization = {0, 0, 3, 2};

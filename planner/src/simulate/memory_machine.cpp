@@ -433,7 +433,8 @@ bool MemoryMachine::hoisted(OpId id, Pass pass) const {
 // At batch > 1 the body of XLA's backward loop copies the stacked float32
 // intermediates of a loop-invariant LayerNorm (hoisted out of the loop,
 // J11) into another layout and holds the copies through the body, where
-// the norm's output is an input a checkpoint keeps (J25).
+// the norm's output is an input a checkpoint keeps and its rows per sample
+// are a multiple of 8 (J25).
 void MemoryMachine::hold_hoisted_norm_residual_copies(const std::vector<Item>& items) {
   if (!stacking_residuals_ || g_.run().batch == 1 || !profile_.loop_body_copies_hoisted_norm_residuals) return;
   std::vector<char> kept_by_checkpoint(g_.tensors().size(), 0);
@@ -446,6 +447,7 @@ void MemoryMachine::hold_hoisted_norm_residual_copies(const std::vector<Item>& i
         !kept_by_checkpoint[static_cast<std::size_t>(op.outputs.front())])
       continue;
     const Tensor& in = tensor(op.inputs.front());
+    if (in.rows / g_.run().batch % 8 != 0) continue;
     const std::int64_t bytes = profile_.rule(op.kind).linearization.float32_input_copies * in.rows * in.cols * 4;
     if (bytes > 0) hold_stacked(bytes, op.outputs.front());
   }
@@ -579,6 +581,7 @@ void MemoryMachine::backward(const std::vector<Item>& items, std::int64_t block_
       !in_loop_body_)
     branch = take_top_level_branch(items);
   int step = -1;
+  std::vector<std::vector<int>> slices;  // per item: its step's slices of what it keeps (J45)
   for (auto it = items.rbegin(); it != items.rend(); ++it) {
     const Item& item = *it;
     const auto index = static_cast<std::size_t>(items.rend() - it) - 1;
@@ -593,7 +596,10 @@ void MemoryMachine::backward(const std::vector<Item>& items, std::int64_t block_
     }
     if (top_level) {
       const int item_step = g_.op(first_op(item)).step;
-      if (item_step != step) release_weight_gradient_operands();
+      if (item_step != step) {
+        release_weight_gradient_operands();
+        slices = slice_kept_inputs(items, item_step);
+      }
       step = item_step;
     }
     switch (item.kind) {
@@ -601,9 +607,29 @@ void MemoryMachine::backward(const std::vector<Item>& items, std::int64_t block_
       case Item::Kind::region: backward_region(item, 0, block); break;
       case Item::Kind::blocks: backward_blocks(item); break;
     }
+    if (index < slices.size())
+      for (int b : slices[index]) release(b);
   }
   if (top_level) release_weight_gradient_operands();
   if (deferring && run_deferred_at_end_) run_deferred();
+}
+
+std::vector<std::vector<int>> MemoryMachine::slice_kept_inputs(const std::vector<Item>& items, int step) {
+  std::vector<std::vector<int>> slices;
+  if (!profile_.loop_body_slices_kept_inputs) return slices;
+  slices.resize(items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const Item& region = items[i];
+    if (region.kind != Item::Kind::region || g_.op(first_op(region)).step != step) continue;
+    for (TensorId t : region.external_inputs) {
+      const OpId producer = g_.producer(t);
+      if (tensor(t).role != TensorRole::activation || current(t) < 0 ||
+          (producer >= 0 && loop_invariant_[static_cast<std::size_t>(producer)]))
+        continue;
+      slices[i].push_back(allocate(buffer(current(t)).bytes, kActivations, 1, t));
+    }
+  }
+  return slices;
 }
 
 MemoryMachine::TopLevelBranch MemoryMachine::take_top_level_branch(const std::vector<Item>& items) {

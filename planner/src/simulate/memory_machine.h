@@ -203,6 +203,12 @@ class MemoryMachine {
   TopLevelBranch take_top_level_branch(const std::vector<Item>& items);
   void run_top_level_branch(TopLevelBranch& branch);
 
+  // ---- a rollout without step checkpoints: its backward loop's slices (J45) ----
+  // As step `step`'s backward starts (top-level `items` of the rollout):
+  // per item, a copy of the step's slice of each stacked input the item's
+  // checkpoint keeps, let go as the item's backward ends.
+  std::vector<std::vector<int>> slice_kept_inputs(const std::vector<Item>& items, int step);
+
   // ---- a top-level checkpoint's kept inputs, let go at their last reader (J37) ----
   // Of `inputs` (live, held by the checkpoint), those kept_input_reader_stage()
   // allows that items of `items` read, with how many items read each (an

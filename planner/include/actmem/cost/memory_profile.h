@@ -186,8 +186,15 @@ struct MemoryProfile {
   // A rollout without step checkpoints at batch > 1: the body of XLA's
   // backward loop copies the stacked float32 intermediates of each hoisted
   // LayerNorm whose output a checkpoint keeps into another layout, and
-  // holds the copies through the body (J25).
+  // holds the copies through the body, where the LayerNorm's rows per
+  // sample are a multiple of 8 (J25).
   bool loop_body_copies_hoisted_norm_residuals = false;
+  // A rollout without step checkpoints: as a step's backward starts, the
+  // body of XLA's backward loop copies out the step's slice of each stacked
+  // input a checkpoint of the step keeps (not a loop-invariant one, hoisted
+  // rather than stacked), and holds each copy until that checkpoint's
+  // backward ends (J45).
+  bool loop_body_slices_kept_inputs = false;
   // A scanned rollout: XLA:TPU copies the float32 targets into the loops'
   // layout, in its tiles, and holds the copies through both loops: a
   // node-major target [nodes, batch, channels] with the nodes minor (J14,
