@@ -950,9 +950,8 @@ std::vector<int> MemoryMachine::hold_loop_body_step_inputs(const Item& step) {
 void MemoryMachine::slice_step_target(const std::vector<OpId>& step_ops) {
   if (!profile_.loop_body_slices_step_target) return;
   for (OpId id : step_ops)
-    if (const Op& op = g_.op(id);
-        op.kind == OpKind::mse_loss && op.inputs.size() > 1 && tensor(op.inputs[1]).role == TensorRole::input)
-      target_slice_ = allocate(scanned_target_bytes(g_, op.inputs[1]), kActivations, 1, op.inputs[1]);
+    if (const TensorId target = step_target(g_, g_.op(id)); target >= 0)
+      target_slice_ = allocate(scanned_target_bytes(g_, target), kActivations, 1, target);
 }
 
 bool MemoryMachine::writes_prediction(OpId op) const {
@@ -978,6 +977,12 @@ bool MemoryMachine::linear_input_recomputed(OpId reader, TensorId input, Pass pa
       (!profile_.loop_body_inner_checkpoints_keep_silu || recomputing_step_))
     return !(profile_.loop_body_output_mlp_keeps_silu && writes_prediction(reader));
   return pass == Pass::forward && profile_.edge_update_inputs_recompute_silu && read_by_edge_update(reader);
+}
+
+TensorId step_target(const CostGraph& graph, const Op& op) {
+  const bool reads_target =
+      op.kind == OpKind::mse_loss && op.inputs.size() > 1 && graph.tensor(op.inputs[1]).role == TensorRole::input;
+  return reads_target ? op.inputs[1] : -1;
 }
 
 std::int64_t scanned_target_bytes(const CostGraph& graph, TensorId target) {

@@ -46,6 +46,8 @@ std::vector<int> later_edge_update_stages_reached(const CostGraph& graph, OpId o
 // (then J35 does not apply: where mesh nodes and mesh edges are equally
 // many, a node LayerNorm reaching the decoder would break it).
 std::vector<int> blocked_edge_readers(const CostGraph& graph, const MemoryProfile& profile);
+// The target `op` reads, if it is a step's loss over a target input; else -1.
+TensorId step_target(const CostGraph& graph, const Op& op);
 // A step's float32 target (an input the loss reads) as XLA:TPU's scanned
 // loops lay it out, in its tiles: DeepMind's per-variable arrays of a model
 // on a latitude–longitude grid as the argument lays them out (the tensor's

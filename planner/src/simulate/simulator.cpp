@@ -59,10 +59,8 @@ class Simulation : detail::MemoryMachine {
     const ModelDescription& model = g_.model();
     const std::int64_t batch = g_.run().batch;
     for (const Op& op : g_.ops()) {
-      if (op.kind == OpKind::mse_loss && op.inputs.size() > 1 && g_.tensor(op.inputs[1]).role == TensorRole::input &&
-          profile_.scanned_loops_copy_targets) {
-        held.push_back(allocate(detail::scanned_target_bytes(g_, op.inputs[1]), kActivations, 1, op.inputs[1]));
-      }
+      if (const TensorId target = detail::step_target(g_, op); target >= 0 && profile_.scanned_loops_copy_targets)
+        held.push_back(allocate(detail::scanned_target_bytes(g_, target), kActivations, 1, target));
       if (op.kind != OpKind::next_input) continue;
       if (op.inputs.size() > 2 && profile_.scanned_loops_copy_forcings) {
         const TensorId forcings = op.inputs[2];
