@@ -34,6 +34,12 @@ TEST_SUITE("plan") {
     CHECK(p.edge_blocks[3] == 3);
     const nlohmann::json back = plan_to_json(p, tiny_graph().stages());
     CHECK(plan_from_json(back, tiny_graph().chain(), "back") == p);
+    const Plan offloaded = parse(R"({"checkpoints": [], "step_checkpoint": true, "host_offload": true})");
+    CHECK(offloaded.host_offload);
+    const nlohmann::json written = plan_to_json(offloaded, tiny_graph().stages());
+    CHECK(written.at("host_offload") == true);
+    CHECK(plan_from_json(written, tiny_graph().chain(), "back") == offloaded);
+    CHECK_FALSE(plan_to_json(p, tiny_graph().stages()).contains("host_offload"));
   }
 
   TEST_CASE("plans: bad regions and blocks are errors naming the field") {
@@ -67,6 +73,11 @@ TEST_SUITE("plan") {
          "p.json: /checkpoints: expected a list of regions, got {\"from\":\"encoder\"}"},
         {"missing to", R"({"checkpoints": [{"from": "encoder"}]})",
          "p.json: /checkpoints/0/to: missing required field"},
+        {"offload without step checkpoints", R"({"checkpoints": [], "host_offload": true})",
+         "p.json: /host_offload: expected only with \"step_checkpoint\": true (what is offloaded is what each "
+         "step's checkpoint keeps)"},
+        {"offload not a boolean", R"({"checkpoints": [], "step_checkpoint": true, "host_offload": "yes"})",
+         "p.json: /host_offload: expected true or false, got \"yes\""},
     };
     for (const Case& c : cases) {
       CAPTURE(c.name);

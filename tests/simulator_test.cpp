@@ -6,6 +6,7 @@
 
 #include "actmem/model/device.h"
 #include "actmem/simulate/simulator.h"
+#include "actmem/util/error.h"
 #include "test_models.h"
 
 using namespace actmem;
@@ -588,6 +589,58 @@ TEST_SUITE("simulator") {
       CHECK(held(std::string("step0.processor.") + k + ".edge_residual") == 1);
     }
     CHECK(held("step0.mesh_edge_embed.edge_embed.layer_norm") == 1);
+  }
+
+  TEST_CASE(
+      "simulator: host offload leaves the device the targets and every step's kept carry but the body's own (J46)") {
+    // With the targets an argument in host memory and each step
+    // checkpoint's kept frames offloaded (Plan::host_offload; GraphCast
+    // 0.25°, actmem's rollout-12 plan: 21.54 GiB of stacked frames and 11.22
+    // GiB of targets in host memory, host_temp_size_in_bytes and
+    // host_argument_size_in_bytes), the device holds neither the targets
+    // nor the loops' copy of them (J26, J39), and no carry but the one its
+    // loop body brought back; J44's slice of the step's target stays.
+    const CostGraph g = CostGraph::build(testing::tiny_model(), jax(DType::bfloat16, 3));
+    Plan plan = builtin(g, "none");
+    plan.step_checkpoint = true;
+    const Report on_device = with_peak_buffers(g, plan);
+    plan.host_offload = true;
+    const Report offloaded = with_peak_buffers(g, plan);
+    std::int64_t targets = 0;
+    for (const Tensor& t : g.tensors())
+      if (t.name.starts_with("target.")) targets += t.bytes();
+    REQUIRE(targets > 0);
+    CHECK(offloaded.breakdown.inputs == on_device.breakdown.inputs - targets);
+    // After the forward loop: no kept carries (steps 0 and 1's; the last
+    // step's output is no step's input) and no copies of the targets
+    // (J39's layout, 2000 × 10 → 2048 × 16 float32, per step).
+    std::int64_t carry = 0;
+    for (const Tensor& t : g.tensors())
+      if (t.name == "step0.loss.next_frames") carry = t.bytes();
+    REQUIRE(carry > 0);
+    CHECK(on_device.activation_bytes_after_forward - offloaded.activation_bytes_after_forward ==
+          2 * carry + 3 * (2048 * 16 * 4));
+    REQUIRE(offloaded.peak_at.pass != Pass::forward);
+    auto held = [](const Report& r, const std::string& prefix, const std::string& suffix) {
+      return std::count_if(r.live_at_peak.begin(), r.live_at_peak.end(), [&](const PeakBuffer& b) {
+        return b.category == "activations" && b.tensor.starts_with(prefix) && b.tensor.ends_with(suffix);
+      });
+    };
+    // The body of step s brings back step s - 1's carry (step 0's is the
+    // frames argument, J20's copy, on the device either way).
+    const int step = offloaded.peak_at.step;
+    CHECK(held(offloaded, "step", ".loss.next_frames") == (step > 0 ? 1 : 0));
+    CHECK(held(on_device, "step", ".loss.next_frames") >= 1);
+    CHECK(held(offloaded, "target.", "") == 1);  // the body's slice
+    CHECK(held(on_device, "target.", "") == 4);  // the loops' copies of 3 and the slice
+    // Only JAX's scanned rollout offloads.
+    RunOptions pytorch = jax(DType::bfloat16, 3);
+    pytorch.framework = Framework::pytorch;
+    const CostGraph torch_graph = CostGraph::build(testing::tiny_model(), pytorch);
+    CHECK_THROWS_WITH_AS(with_peak_buffers(torch_graph, plan),
+                         doctest::Contains("plan: /host_offload: expected only where the rollout is XLA's scanned "
+                                           "loop"),
+                         InputError);
   }
 
   TEST_CASE("simulator: a JAX rollout without step checkpoints saves its carry in the activation dtype (J9)") {

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "actmem/cost/memory_profile.h"
 #include "actmem/simulate/simulator.h"
 #include "actmem/util/error.h"
 #include "actmem/util/limits.h"
@@ -14,7 +15,7 @@ namespace actmem {
 PlanDocument plan_document_from_json(const nlohmann::json& document, const std::string& source) {
   const detail::FieldReader in(document, source);
   in.reject_unknown_fields({"format", "version", "model", "run", "device", "budget_bytes", "stages", "checkpoints",
-                            "edge_blocks", "step_checkpoint", "predicted", "exports"});
+                            "edge_blocks", "step_checkpoint", "host_offload", "predicted", "exports"});
   if (in.has("format") && in.string("format") != "actmem.plan")
     in.fail("format", fmt::format("expected \"actmem.plan\", got \"{}\"", in.string("format")));
   if (in.has("version") && in.positive_int("version", 1000) != 1)
@@ -37,7 +38,7 @@ PlanDocument plan_document_from_json(const nlohmann::json& document, const std::
     in.fail("budget_bytes", fmt::format("expected at most the device's memory_bytes ({}), got {}",
                                         d.device->memory_bytes, *d.budget_bytes));
   d.plan = nlohmann::json::object();
-  for (const char* key : {"stages", "checkpoints", "edge_blocks", "step_checkpoint"})
+  for (const char* key : {"stages", "checkpoints", "edge_blocks", "step_checkpoint", "host_offload"})
     if (in.has(key)) d.plan[key] = in.value(key);
   if (!d.plan.contains("checkpoints")) in.fail("checkpoints", "missing required field");
   return d;
@@ -56,7 +57,12 @@ Plan plan_for(const PlanDocument& d, const CostGraph& graph) {
     throw InputError(
         d.source, "/stages",
         fmt::format("expected the stage chain of '{}' ({})", graph.model().name, describe_chain(graph.chain())));
-  return plan_from_json(d.plan, graph.chain(), d.source);
+  Plan plan = plan_from_json(d.plan, graph.chain(), d.source);
+  if (plan.host_offload && !memory_profile(graph.run(), graph.model().implementation).step_checkpoint_scanned)
+    throw InputError(d.source, "/host_offload",
+                     "expected only where the rollout is XLA's scanned loop (--framework jax): host offload is a "
+                     "JAX plan option");
+  return plan;
 }
 
 PlanChoice::PlanChoice(std::string name_or_path) : name(std::move(name_or_path)) {

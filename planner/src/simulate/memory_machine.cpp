@@ -213,7 +213,10 @@ void MemoryMachine::forward_item(const Item& item, bool saving, std::int64_t blo
   switch (item.kind) {
     case Item::Kind::op: forward_op(item.op, saving, block_rows, block, pass); break;
     case Item::Kind::region:
-      keep_inputs(saving, item.external_inputs);
+      if (item.loop_body && offload_step_inputs_)
+        keep_inputs_offloaded(saving, item.external_inputs);
+      else
+        keep_inputs(saving, item.external_inputs);
       forward(item.children, false, block_rows, block, pass);
       break;
     case Item::Kind::blocks: forward_blocks(item, saving, pass); break;
@@ -265,7 +268,7 @@ void MemoryMachine::recompute_items(const std::vector<Item>& items, std::int64_t
 
 void MemoryMachine::keep_inputs(bool saving, const std::vector<TensorId>& inputs, std::int64_t blocks) {
   if (!saving) return;
-  Kept kept{{}, blocks};
+  Kept kept{{}, blocks, {}};
   for (TensorId t : inputs) {
     const int b = current(t);
     if (b < 0) continue;
@@ -273,6 +276,27 @@ void MemoryMachine::keep_inputs(bool saving, const std::vector<TensorId>& inputs
     kept.buffers.push_back(b);
   }
   kept_inputs_.push_back(std::move(kept));
+}
+
+// A step checkpoint's kept inputs offloaded to host memory: no hold on the
+// device's buffers, which die at their last reader in the forward loop.
+void MemoryMachine::keep_inputs_offloaded(bool saving, const std::vector<TensorId>& inputs) {
+  if (!saving) return;
+  Kept kept;
+  for (TensorId t : inputs)
+    if (const int b = current(t); b >= 0) kept.offloaded.emplace_back(t, buffer(b).bytes);
+  kept_inputs_.push_back(std::move(kept));
+}
+
+// As a loop body starts, its step's offloaded inputs come back to the
+// device, held (as kept inputs) to the body's end.
+void MemoryMachine::fetch_offloaded_inputs() {
+  Kept& kept = kept_inputs_.back();
+  for (const auto& [t, bytes] : kept.offloaded) {
+    current(t) = allocate(bytes, kActivations, 1, t);
+    kept.buffers.push_back(current(t));
+  }
+  kept.offloaded.clear();
 }
 
 // `blocks` checkpoint executions' kept inputs let go, innermost first; by
@@ -757,6 +781,7 @@ void MemoryMachine::backward_region(const Item& item, std::int64_t block_rows, i
   std::vector<int> step_inputs;
   if (item.loop_body) {
     in_loop_body_ = true;
+    if (offload_step_inputs_) fetch_offloaded_inputs();
     if (profile_.loop_body_holds_step_inputs) step_inputs = hold_loop_body_step_inputs(item);
     slice_step_target(ops_of(item.children));
     on_loop_body_start();

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "actmem/cost/cost_graph.h"
@@ -276,6 +277,10 @@ class MemoryMachine {
   // Inside the recomputation and backward of a rollout step's checkpoint:
   // the body of XLA's scanned backward loop (J14).
   bool in_loop_body_ = false;
+  // A step checkpoint of a scanned rollout keeps its inputs in host memory
+  // (Plan::host_offload): the forward loop offloads them, each loop body
+  // brings its step's back (fetch_offloaded_inputs()).
+  bool offload_step_inputs_ = false;
   // In that loop body, the step checkpoint's own recomputation (not that of
   // a checkpoint inside the step, J29).
   bool recomputing_step_ = false;
@@ -308,6 +313,8 @@ class MemoryMachine {
   enum class NormCopy { none, transient, kept };
   NormCopy norm_copy(OpId id, Pass pass) const;
   std::vector<int> hold_loop_body_step_inputs(const Item& step);
+  void keep_inputs_offloaded(bool saving, const std::vector<TensorId>& inputs);
+  void fetch_offloaded_inputs();
   // Whether linear `op` writes the step's prediction (the loss reads it).
   bool writes_prediction(OpId op) const;
   void release_input(TensorId t);
@@ -340,6 +347,9 @@ class MemoryMachine {
   struct Kept {
     std::vector<int> buffers;
     std::int64_t blocks = 1;
+    // A step checkpoint's kept inputs in host memory (offload_step_inputs_):
+    // each tensor and its bytes, on the device again as its body starts.
+    std::vector<std::pair<TensorId, std::int64_t>> offloaded;
   };
   std::vector<Kept> kept_inputs_;
   // stack_linearization_residuals(): the stacks, the activations already

@@ -198,6 +198,11 @@ Plan plan_from_json(const nlohmann::json& document, std::span<const Stage> chain
   p.checkpoints =
       parse_regions(in.value("checkpoints"), chain, source, "/checkpoints", 0, static_cast<int>(chain.size()) - 1, 1);
   if (in.has("step_checkpoint")) p.step_checkpoint = in.boolean("step_checkpoint");
+  if (in.has("host_offload")) p.host_offload = in.boolean("host_offload");
+  if (p.host_offload && !p.step_checkpoint)
+    in.fail("host_offload",
+            "expected only with \"step_checkpoint\": true (what is offloaded is what each step's "
+            "checkpoint keeps)");
   if (in.has("edge_blocks")) {
     const detail::FieldReader blocks(in.value("edge_blocks"), source, "/edge_blocks");
     for (const auto& [stage, value] : in.value("edge_blocks").items()) {
@@ -224,6 +229,10 @@ void validate(const Plan& plan, std::span<const Stage> chain) {
                        fmt::format("expected a block count from 1 to {}, got {}", limit, plan.edge_blocks[s]));
   }
   validate_regions(plan.checkpoints, "/checkpoints", 0, static_cast<int>(chain.size()) - 1, 1);
+  if (plan.host_offload && !plan.step_checkpoint)
+    throw InputError(source, "/host_offload",
+                     "expected only with step_checkpoint (what is offloaded is what each "
+                     "step's checkpoint keeps)");
 }
 
 nlohmann::json checkpoints_to_json(const std::vector<Region>& regions, const std::vector<std::string>& stages) {
@@ -244,13 +253,17 @@ nlohmann::json plan_to_json(const Plan& plan, const std::vector<std::string>& st
   nlohmann::json out{{"checkpoints", checkpoints_to_json(plan.checkpoints, stages)},
                      {"edge_blocks", std::move(blocks)}};
   if (plan.step_checkpoint) out["step_checkpoint"] = true;
+  if (plan.host_offload) out["host_offload"] = true;
   return out;
 }
 
 std::string describe(const Plan& plan, const std::vector<std::string>& stages) {
   std::string text =
       plan.checkpoints.empty() ? "no checkpoints" : "checkpoints " + describe_regions(plan.checkpoints, stages);
-  if (plan.step_checkpoint) text = "each rollout step checkpointed; inside it " + text;
+  if (plan.step_checkpoint)
+    text = (plan.host_offload ? "each rollout step checkpointed, its kept inputs and targets in host memory; inside it "
+                              : "each rollout step checkpointed; inside it ") +
+           text;
   std::vector<std::string> blocked;
   for (std::size_t s = 0; s < stages.size(); ++s)
     if (plan.edge_blocks[s] > 1) blocked.push_back(fmt::format("{}×{}", stages[s], plan.edge_blocks[s]));

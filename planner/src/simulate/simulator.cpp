@@ -34,7 +34,17 @@ class Simulation : detail::MemoryMachine {
         options_(options),
         capture_at_(capture_at) {
     flops_per_s_ = detail::flops_per_second(graph.run(), device);
+    if (plan.host_offload && !profile_.step_checkpoint_scanned)
+      throw InputError("plan", "/host_offload",
+                       "expected only where the rollout is XLA's scanned loop (--framework jax): host offload is a "
+                       "JAX plan option");
+    offload_step_inputs_ = plan.host_offload && scanned();
     static_ = detail::static_breakdown(graph, device, profile_, scanned());
+    // The targets, an argument in host memory, are not the device's.
+    if (offload_step_inputs_)
+      for (const Op& op : graph.ops())
+        if (const TensorId target = detail::step_target(graph, op); target >= 0)
+          static_.inputs -= graph.tensor(target).bytes();
     // A timeline has a row per op of every block.
     bulk_equal_blocks_ = !options.record_timeline;
     if (!detail::blocked_edge_readers(graph, profile_).empty())  // J35 applies
@@ -51,15 +61,16 @@ class Simulation : detail::MemoryMachine {
   // minor or DeepMind's per-variable arrays as the argument lays them out
   // (MemoryProfile::scanned_loops_copy_targets, J14, J26, J39); a copy of
   // each step's forcings in the activation dtype (scanned_loops_copy_forcings,
-  // J39); and the first step's carry, a copy of the frames argument in the
-  // carry's layout (MemoryProfile::scanned_loop_holds_first_carry, J20).
+  // J39), unless the targets are in host memory (Plan::host_offload); and the first step's carry, a copy of the frames
+  // argument in the carry's layout (MemoryProfile::scanned_loop_holds_first_carry, J20).
   std::vector<int> hold_around_scanned_loops() {
     std::vector<int> held;
     if (!scanned()) return held;
     const ModelDescription& model = g_.model();
     const std::int64_t batch = g_.run().batch;
     for (const Op& op : g_.ops()) {
-      if (const TensorId target = detail::step_target(g_, op); target >= 0 && profile_.scanned_loops_copy_targets)
+      if (const TensorId target = detail::step_target(g_, op);
+          target >= 0 && profile_.scanned_loops_copy_targets && !offload_step_inputs_)
         held.push_back(allocate(detail::scanned_target_bytes(g_, target), kActivations, 1, target));
       if (op.kind != OpKind::next_input) continue;
       if (op.inputs.size() > 2 && profile_.scanned_loops_copy_forcings) {

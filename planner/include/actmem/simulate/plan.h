@@ -36,6 +36,15 @@ struct Plan {
   // inputs are kept; the step is recomputed in the backward pass. Like
   // DeepMind's predictor, it does nothing at rollout 1.
   bool step_checkpoint = false;
+  // With step_checkpoint, where the rollout is XLA's scanned loop (JAX):
+  // what the rollout keeps per step lives in the host's memory, not the
+  // device's. Each step checkpoint's kept input (the carried frames) is
+  // offloaded as the forward loop makes it and brought back as its step's
+  // backward starts (jax.checkpoint's save_and_offload_only_these_names,
+  // offload_dst "pinned_host"), and the rollout's targets are an argument
+  // in host memory, each step moving its own to the device. Transfers are
+  // not timed. Like step_checkpoint, it does nothing at rollout 1.
+  bool host_offload = false;
   friend bool operator==(const Plan&, const Plan&) = default;
 };
 
@@ -63,12 +72,14 @@ Plan plan_from_json(const nlohmann::json& document, std::span<const Stage> chain
 // block count per stage, each from 1 to min(edges, kMaxEdgeBlocks) (1 for
 // stages without an edge update); regions sorted, within the chain, not
 // overlapping, inner ones within their parent, nested at most
-// kMaxRegionDepth levels (actmem/util/limits.h). Throws InputError("plan", …).
+// kMaxRegionDepth levels (actmem/util/limits.h); host_offload only with
+// step_checkpoint. Throws InputError("plan", …).
 // simulate() checks every plan it is given.
 void validate(const Plan& plan, std::span<const Stage> chain);
 
 // The plan as in a plan file: {"checkpoints": [...], "edge_blocks": {...}}
-// with stage names, and "step_checkpoint": true when set.
+// with stage names, and "step_checkpoint": true and "host_offload": true
+// when set.
 nlohmann::json plan_to_json(const Plan& plan, const std::vector<std::string>& stages);
 nlohmann::json checkpoints_to_json(const std::vector<Region>& regions, const std::vector<std::string>& stages);
 
