@@ -62,6 +62,10 @@ void print_fits(const FitAnswer& a) {
     std::cout << fmt::format("FITS: predicted peak {} as written, over the {} budget\n{}", format_bytes(r.peak_bytes),
                              format_bytes(a.budget), describe_compiler_remat(r));
   std::cout << "plan: " << describe(a.solution.plan, a.graph.stages()) << '\n';
+  if (a.solution.plan.host_offload)
+    std::cout << "  nothing fits with everything on the device; this plan keeps each step checkpoint's frames and the "
+                 "targets in host memory (\"host_offload\", docs/plan-format.md), and its step time leaves out "
+                 "their transfers; --no-host-offload for the device-only answer\n";
   std::cout << fmt::format("recompute overhead: +{:.1f}% FLOPs; step time {} (without checkpoints {}, needing {})\n",
                            100.0 * r.recompute_overhead(), format_seconds(r.step_time_s),
                            format_seconds(a.baseline.step_time_s), format_bytes(a.baseline.peak_bytes));

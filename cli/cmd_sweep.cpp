@@ -119,13 +119,16 @@ struct SweepTable {
                     {"batch", run.batch},
                     {"rollout", run.rollout},
                     {"fits", sol.feasible},
+                    {"host_offload", sol.plan.host_offload},
                     {"peak_bytes", r.peak_bytes},
                     {"min_peak_bytes", sol.min_peak_bytes},
                     {"budget_bytes", budget},
                     {"headroom_bytes", headroom},
                     {"recompute_overhead", r.recompute_overhead()},
                     {"step_time_s", r.step_time_s}});
-    text += table_row({d.id, std::to_string(run.batch), std::to_string(run.rollout), sol.feasible ? "yes" : "no",
+    // "host": fits with the rollout's per-step state in host memory (Plan::host_offload).
+    const char* fits = !sol.feasible ? "no" : sol.plan.host_offload ? "host" : "yes";
+    text += table_row({d.id, std::to_string(run.batch), std::to_string(run.rollout), fits,
                        format_bytes(sol.feasible ? r.peak_bytes : sol.min_peak_bytes), format_bytes(budget),
                        sol.feasible ? fmt::format("+{:.1f}%", 100.0 * r.recompute_overhead()) : "-",
                        sol.feasible ? format_seconds(r.step_time_s) : "-"});

@@ -56,6 +56,10 @@ void RunSetup::add_solver_options(CLI::App& app) {
                "also search checkpoint regions nested one level inside others (exact; slower: "
                "about 0.4 s on GraphCast at rollout 1, 2 s at rollout 12; up to 20 s at actmem's limits, "
                "docs/reliability.md)");
+  app.add_flag("--no-host-offload", no_host_offload,
+               "JAX rollouts: never offer a plan that keeps the rollout's per-step state (the step checkpoints' "
+               "frames, the targets) in host memory, which is offered only when nothing fits on the device "
+               "(docs/plan-format.md, host_offload)");
 }
 
 std::int64_t Headroom::of(std::int64_t budget_bytes) const {
@@ -103,6 +107,7 @@ std::int64_t RunSetup::headroom_bytes(const Device& d) const { return headroom ?
 SolverOptions RunSetup::solver_options() const {
   SolverOptions options;
   options.allow_nested_regions = nested_regions;
+  options.allow_host_offload = !no_host_offload;
   return options;
 }
 

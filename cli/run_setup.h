@@ -51,6 +51,7 @@ struct RunSetup {
   std::optional<std::int64_t> budget;        // --budget: at most the device's memory
   RunOptions run;                            // --dtype, --framework, --optimizer, --batch, --rollout
   bool nested_regions = false;               // the solver also searches nested regions
+  bool no_host_offload = false;              // the solver never offers Plan::host_offload
   std::optional<Headroom> headroom;          // --headroom: set (to its default) by add_headroom_option
   bool quiet = false;                        // no progress line or notes on stderr (progress_line.h)
 

@@ -319,6 +319,9 @@ TEST_SUITE("solver") {
           const CostGraph body =
               graph_for(m.model, {"jax", Framework::jax, dtype, 1, std::min<std::int64_t>(rollout, 3)});
           detail::ChainModel model(body, device, detail::loop_body_of(g, device));
+          // The same with the rollout's per-step state in host memory
+          // (Plan::host_offload): other baselines, the same bodies.
+          detail::ChainModel offloaded(body, device, detail::loop_body_of(g, device, /*host_offload=*/true));
           for (int i = 0; i < 12; ++i) {
             Plan plan = i == 0 ? empty_plan(g.stages())
                                : random_plan(rng, static_cast<int>(g.stages().size()), edges_per_stage(g.chain()));
@@ -327,6 +330,11 @@ TEST_SUITE("solver") {
             const Report r = simulate(g, device, device.memory_bytes, plan);
             CHECK(model.predict(plan).peak_bytes == r.peak_bytes);
             CHECK(r.forward_peak_bytes < r.peak_bytes);  // what the model relies on (memory_profile.h)
+            plan.host_offload = true;
+            const Report o = simulate(g, device, device.memory_bytes, plan);
+            CHECK(offloaded.predict(plan).peak_bytes == o.peak_bytes);
+            CHECK(o.forward_peak_bytes < o.peak_bytes);
+            CHECK(o.peak_bytes <= r.peak_bytes);
             ++cases;
           }
         }
@@ -355,6 +363,34 @@ TEST_SUITE("solver") {
         }
       }
     }
+  }
+
+  TEST_CASE("solver: host offload only where nothing fits on the device, and then the fastest offloaded plan") {
+    // GraphCast 0.25° at rollout 12 on a 32 GiB v4: no plan fits with the
+    // stacked frames and targets on the device (XLA agrees: 61.4 GiB of
+    // temporaries as written for the least), and the plan offloading them
+    // compiles (docs/validation-jax.md); graphcast-small fits without.
+    const Device v4 = load_device("tpu-v4");
+    RunOptions run;
+    run.framework = Framework::jax;
+    run.rollout = 12;
+    const CostGraph g = CostGraph::build(load_model("graphcast"), run);
+    const std::int64_t budget = v4.memory_bytes * 95 / 100;
+    const Solution s = solve(g, v4, budget);
+    REQUIRE(s.feasible);
+    CHECK(s.plan.host_offload);
+    CHECK(s.plan.step_checkpoint);
+    CHECK(s.report.peak_bytes == simulate(g, v4, budget, s.plan).peak_bytes);
+    SolverOptions device_only;
+    device_only.allow_host_offload = false;
+    const Solution without = solve(g, v4, budget, device_only);
+    CHECK_FALSE(without.feasible);
+    CHECK_FALSE(without.plan.host_offload);
+    // Where a plan fits on the device, no offload.
+    const CostGraph small = CostGraph::build(load_model("graphcast-small"), run);
+    const Solution fits = solve(small, v4, budget);
+    REQUIRE(fits.feasible);
+    CHECK_FALSE(fits.plan.host_offload);
   }
 
   TEST_CASE("solver: exhaustive enumeration of the plan space finds nothing faster that fits, at every budget") {

@@ -68,4 +68,21 @@ no_note "JAX on a TPU" --device tpu-v4
 echo '{"checkpoints": [], "step_checkpoint": true}' >"$work/stepped.json"
 no_note "a step-checkpointed JAX rollout" --device tpu-v4 --rollout 2 --plan "$work/stepped.json"
 no_note "a PyTorch rollout" --device tpu-v4 --rollout 2 --framework pytorch
+
+# Host offload (docs/plan-format.md): a JAX plan option, an error naming the
+# file and the field under PyTorch; `fit` offers it only where nothing fits
+# on the device, and --no-host-offload never.
+echo '{"checkpoints": [], "step_checkpoint": true, "host_offload": true}' >"$work/offload.json"
+"$actmem" simulate --model "$work/tiny.json" --rollout 2 --plan "$work/offload.json" |
+  grep -q "^plan: each rollout step checkpointed, its kept inputs and targets in host memory" ||
+  fail "an offloaded plan is not described as one"
+check_error "$work/offload.json: /host_offload: expected only where the rollout is XLA's scanned loop (--framework jax): host offload is a JAX plan option" \
+  simulate --model "$work/tiny.json" --rollout 2 --plan "$work/offload.json" --framework pytorch
+out=$("$actmem" fit --model graphcast --device tpu-v4 --rollout 12)
+grep -q "^FITS" <<<"$out" && grep -q "its kept inputs and targets in host memory" <<<"$out" ||
+  fail "GraphCast at rollout 12 on a v4 should fit with host offload: $out"
+"$actmem" fit --model graphcast --device tpu-v4 --rollout 12 --no-host-offload >/dev/null
+[ $? -eq 1 ] || fail "GraphCast at rollout 12 on a v4 fits nothing on the device alone"
+out=$("$actmem" fit --model "$work/tiny.json" --device tpu-v4 --rollout 12)
+! grep -q "host memory" <<<"$out" || fail "host offload offered where a plan fits on the device: $out"
 finish

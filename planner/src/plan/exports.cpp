@@ -171,14 +171,30 @@ nlohmann::json trainer_exports(const CostGraph& g, const Device& d, std::int64_t
   const std::vector<std::int64_t> edges = edges_per_stage(g.chain());
   nlohmann::json exports;
 
-  exports["pytorch"] = plan_export(g, plan, report);
+  // Host offload is JAX's (Plan::host_offload): PyTorch gets the plan without it.
+  Plan on_device = plan;
+  on_device.host_offload = false;
+  exports["pytorch"] = plan_export(g, on_device, report);
   exports["pytorch"]["function"] = "torch.utils.checkpoint.checkpoint(use_reentrant=False)";
   exports["pytorch"]["note"] =
       "each region (and each edge block) runs under one checkpoint call; integrations/pytorch applies this";
+  if (plan.host_offload) {
+    exports["pytorch"]["exact"] = false;
+    exports["pytorch"]["note"] = exports["pytorch"]["note"].get<std::string>() +
+                                 "; the plan's host_offload is a JAX option, left out (not modelled for PyTorch)";
+  }
 
   exports["jax"] = plan_export(g, plan, report);
   exports["jax"]["function"] = "jax.checkpoint(policy=jax.checkpoint_policies.nothing_saveable)";
   exports["jax"]["note"] = "wrap each region's stages, and each edge block, in jax.checkpoint with the policy";
+  if (plan.host_offload)
+    exports["jax"]["note"] =
+        exports["jax"]["note"].get<std::string>() +
+        "; host_offload: wrap the checkpointed scan body once more in jax.checkpoint with policy "
+        "jax.checkpoint_policies.save_and_offload_only_these_names(names_which_can_be_saved=[], "
+        "names_which_can_be_offloaded=[\"frames\"], offload_src=\"device\", offload_dst=\"pinned_host\"), the carried "
+        "frames named with checkpoint_name(frames, \"frames\"), and place the targets with memory_kind "
+        "\"pinned_host\", each step moving its own to the device (integrations/jax/graphcast_jax.py)";
 
   exports["physicsnemo"] = physicsnemo_export(trainer_graph(g, Implementation::physicsnemo), d, budget, plan);
   exports["anemoi"] = anemoi_export(trainer_graph(g, Implementation::anemoi), d, budget, plan);

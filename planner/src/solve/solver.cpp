@@ -113,12 +113,18 @@ std::vector<detail::Candidate> step_checkpointed(const CostGraph& graph, const D
 // step_checkpoint_scanned), searched exactly: the loop-body chain model
 // (solver_model.h LoopBody) predicts every plan's peak at the full rollout,
 // from what one simulation measures the loop holding around each body.
+// `host_offload`: with the rollout's per-step state in host memory
+// (Plan::host_offload), which changes what the loop holds around each
+// body, not the body's work.
 std::vector<detail::Candidate> loop_body_plans(const CostGraph& graph, const Device& device,
-                                               const SolverOptions& options) {
+                                               const SolverOptions& options, bool host_offload = false) {
   const CostGraph body = at_rollout(graph, std::min<std::int64_t>(graph.run().rollout, 3));
-  detail::ChainModel model(body, device, detail::loop_body_of(graph, device));
+  detail::ChainModel model(body, device, detail::loop_body_of(graph, device, host_offload));
   std::vector<detail::Candidate> out = detail::search_frontier(model, space_of(options));
-  for (detail::Candidate& c : out) c.plan.step_checkpoint = true;
+  for (detail::Candidate& c : out) {
+    c.plan.step_checkpoint = true;
+    c.plan.host_offload = host_offload;
+  }
   return out;
 }
 
@@ -181,10 +187,9 @@ Solution least_peak(const CostGraph& graph, const Device& device, std::int64_t b
   return s;
 }
 
-}  // namespace
-
-Solution solve(const CostGraph& graph, const Device& device, std::int64_t budget_bytes, const SolverOptions& options) {
-  const std::vector<detail::Candidate> frontier = frontier_of(graph, device, options);
+// The fastest plan of `frontier` that fits, else its least-peak plan.
+Solution fastest_fitting(const CostGraph& graph, const Device& device, std::int64_t budget_bytes,
+                         const std::vector<detail::Candidate>& frontier) {
   Solution least = least_peak(graph, device, budget_bytes, frontier);
   // The fastest candidate the model says fits as written (or whose peak's
   // lower bound does), confirmed by the simulator; if the simulator disagrees, the next fastest (never an
@@ -208,6 +213,21 @@ Solution solve(const CostGraph& graph, const Device& device, std::int64_t budget
     return s;
   }
   return least;
+}
+
+}  // namespace
+
+Solution solve(const CostGraph& graph, const Device& device, std::int64_t budget_bytes, const SolverOptions& options) {
+  Solution on_device = fastest_fitting(graph, device, budget_bytes, frontier_of(graph, device, options));
+  if (on_device.feasible || !options.allow_host_offload || graph.run().rollout < 2 ||
+      !detail::step_checkpoints_searched_exactly(graph))
+    return on_device;
+  // Nothing fits on the device alone: the rollout's per-step state in host
+  // memory, searched exactly by the loop body's model as the plans without.
+  // If nothing fits either way, the least-peak plan of the two searches.
+  Solution offloaded =
+      fastest_fitting(graph, device, budget_bytes, loop_body_plans(graph, device, options, /*host_offload=*/true));
+  return offloaded.feasible || offloaded.min_peak_bytes < on_device.min_peak_bytes ? offloaded : on_device;
 }
 
 Solution minimum_memory(const CostGraph& graph, const Device& device, const SolverOptions& options) {

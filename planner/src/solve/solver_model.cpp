@@ -26,10 +26,11 @@ bool step_checkpoints_searched_exactly(const CostGraph& graph) {
   return memory_profile(run, graph.model().implementation).step_checkpoint_scanned;
 }
 
-LoopBody loop_body_of(const CostGraph& graph, const Device& device) {
+LoopBody loop_body_of(const CostGraph& graph, const Device& device, bool host_offload) {
   const std::int64_t rollout = graph.run().rollout;
   Plan reference = empty_plan(graph.stages());
   reference.step_checkpoint = true;
+  reference.host_offload = host_offload;
   const LoopBaselines baselines = loop_baselines(graph, device, reference);
   LoopBody loop;
   loop.rollout = rollout;

@@ -70,9 +70,10 @@ struct LoopBody {
   std::int64_t optimizer_bytes = 0;  // at the optimizer step, after the loop
 };
 
-// The loop of `graph`'s rollout (> 1), each step checkpointed: what it
-// holds around the bodies, measured by simulating one plan.
-LoopBody loop_body_of(const CostGraph& graph, const Device& device);
+// The loop of `graph`'s rollout (> 1), each step checkpointed (its kept
+// inputs and targets in host memory with `host_offload`): what it holds
+// around the bodies, measured by simulating one plan.
+LoopBody loop_body_of(const CostGraph& graph, const Device& device, bool host_offload = false);
 
 // Whether the chain model describes the plans without step checkpoints on
 // `graph`'s run. Not under JAX at rollout > 1: XLA's scanned rollout then

@@ -28,6 +28,13 @@ struct SolverOptions {
   // 0.3-0.5 s at rollout 1 and 1.5-2.4 s at rollout 12, against 18-20 ms
   // and about 1 s without (docs/solver.md "Speed").
   bool allow_nested_regions = false;
+  // Where no plan fits with everything on the device and the rollout is
+  // XLA's scanned loop (JAX, rollout > 1), search the step-checkpointed
+  // plans again with the rollout's per-step state in host memory
+  // (Plan::host_offload); if nothing fits either way, solve() returns the
+  // least-peak plan of both. solve() only: minimum_memory() and
+  // pareto_frontier() describe the device-only space.
+  bool allow_host_offload = true;
 };
 
 struct Solution {
