@@ -40,6 +40,7 @@ def main(argv: list[str]) -> int:
         judge.require_packages(["cpu"])
         judge.require_targets_on_device(args, "gpu_check.py")
         case = judge.make_case(args)
+        judge.require_plan_on_device(case, "gpu_check.py")
     except (judge.UsageError, judge.InputError) as e:
         print(f"actmem-jax: error: {e}", file=sys.stderr)
         return 2

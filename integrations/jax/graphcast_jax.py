@@ -56,6 +56,7 @@ from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -437,10 +438,15 @@ def _shared_inputs(consts: Constants, run: Run) -> NetworkInputs:
 
 
 def make_loss(d: Description, run: Run, network: Network, step_checkpoint: bool = False,
-              targets_on_host: bool = False):
+              targets_on_host: bool = False, offload_step_inputs: bool = False):
     """loss(params, data, constants): the rollout's mean squared error, float32.
     step_checkpoint wraps the scan body in jax.checkpoint(nothing_saveable)
     (DeepMind's gradient_checkpointing); it applies only when rollout > 1.
+    offload_step_inputs (with step_checkpoint): what that checkpoint keeps,
+    the carried frames, is offloaded to host memory as the forward loop
+    makes it and brought back for the step's backward (an outer
+    jax.checkpoint whose policy offloads the frames, by name, to
+    pinned_host; the scan stacks them there).
     targets_on_host: data.targets lives in host memory (the caller places it
     there: memory kind pinned_host); each step moves its own target to the
     device, inside the step, so a step checkpoint moves it again for its
@@ -487,10 +493,25 @@ def make_loss(d: Description, run: Run, network: Network, step_checkpoint: bool 
         if run.rollout == 1:
             return step(data.frames, (jax.tree.map(lambda t: t[0], data.targets), data.forcings[0]))[1]
         body = jax.checkpoint(step, policy=jax.checkpoint_policies.nothing_saveable) if step_checkpoint else step
+        if step_checkpoint and offload_step_inputs:
+            body = _offloading_frames(body)
         _, terms = jax.lax.scan(body, data.frames, (data.targets, data.forcings))
         return terms.mean()
 
     return loss
+
+
+def _offloading_frames(step):
+    """`step` (a checkpointed scan body) with the frames it is given saved
+    in host memory: the residual the scan stacks for each step lives there."""
+    policy = jax.checkpoint_policies.save_and_offload_only_these_names(
+        names_which_can_be_saved=[], names_which_can_be_offloaded=["frames"],
+        offload_src="device", offload_dst="pinned_host")
+
+    def named(frames, xs):
+        return step(checkpoint_name(frames, "frames"), xs)
+
+    return jax.checkpoint(named, policy=policy)
 
 
 def init_opt_state(optimizer: str, params: dict) -> dict:
@@ -517,10 +538,10 @@ def apply_optimizer(optimizer: str, params: dict, grads: dict, state: dict) -> t
 
 
 def make_train_step(d: Description, run: Run, network: Network, step_checkpoint: bool = False,
-                    targets_on_host: bool = False):
+                    targets_on_host: bool = False, offload_step_inputs: bool = False):
     """train_step(params, opt_state, data, constants) -> (params, opt_state, loss).
     Jit it with donate_argnums=DONATED; make_loss says what the flags do."""
-    loss_fn = make_loss(d, run, network, step_checkpoint, targets_on_host)
+    loss_fn = make_loss(d, run, network, step_checkpoint, targets_on_host, offload_step_inputs)
 
     def train_step(params, opt_state, data: Data, consts: Constants):
         loss, grads = jax.value_and_grad(loss_fn)(params, data, consts)

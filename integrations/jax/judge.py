@@ -131,6 +131,14 @@ def require_targets_on_device(args, tool: str):
                          "place the targets in host memory")
 
 
+def require_plan_on_device(case: "Case", tool: str):
+    """The same for a plan whose host_offload puts the targets and the step
+    checkpoints' kept inputs in host memory."""
+    if case.plan.host_offload:
+        raise UsageError(f"{case.plan_name}: /host_offload: {tool} holds every argument on the device; only "
+                         "judge.py compiles a plan with host offload")
+
+
 @dataclass
 class Case:
     """What to judge: the model, run and plan, and actmem's prediction (or None)."""
@@ -142,7 +150,7 @@ class Case:
     plan_name: str
     plan: "Plan"
     predicted: dict | None = None
-    targets_on_host: bool = False  # data.targets in host memory (judge.py --targets-on-host)
+    targets_on_host: bool = False  # data.targets in host memory (judge.py --targets-on-host, or the plan's host_offload)
 
 
 def make_case(args) -> Case:
@@ -162,10 +170,11 @@ def make_case(args) -> Case:
         case.predicted = actmem_simulate(case, case.plan_name)
         plan_obj, source = case.predicted["plan"], f"actmem simulate --plan {case.plan_name}"
     plan = parse_plan(plan_obj, description, args.plan or source)
-    case.plan = Plan(plan.stages, plan.regions, plan.edge_blocks, plan.step_checkpoint or args.step_checkpoint)
-    case.targets_on_host = args.targets_on_host
-    if case.targets_on_host:
-        # actmem holds every input on the device: no prediction to set beside XLA's
+    case.plan = Plan(plan.stages, plan.regions, plan.edge_blocks, plan.step_checkpoint or args.step_checkpoint,
+                     plan.host_offload)
+    case.targets_on_host = args.targets_on_host or plan.host_offload
+    if args.targets_on_host and not plan.host_offload:
+        # no actmem plan puts the targets alone in host memory: no prediction to set beside XLA's
         case.predicted = None
     # actmem predicts the plan compiled (a step checkpoint given on the command line included).
     elif (args.plan or case.plan.step_checkpoint) and not args.no_actmem and os.access(ACTMEM, os.X_OK):
@@ -363,7 +372,7 @@ def judge(case: Case, target: str) -> dict:
     """Compiles the training step for `target`; XLA's figures or its refusal."""
     device = target_device(target)
     step = make_train_step(case.description, case.run, network(case.plan), case.plan.step_checkpoint,
-                           case.targets_on_host)
+                           case.targets_on_host, case.plan.host_offload)
     start, cpu_start = time.perf_counter(), time.process_time()
     lowered = jax.jit(step, donate_argnums=DONATED).lower(*abstract_arguments(case, device))
     lowered_at = time.perf_counter()
@@ -397,9 +406,11 @@ def judge(case: Case, target: str) -> dict:
 def memory_fields(stats) -> dict:
     keys = ("argument", "output", "alias", "temp", "generated_code")
     if stats is None:
-        return {f"{k}_bytes": None for k in keys + ("peak", "host_argument")}
+        return {f"{k}_bytes": None for k in keys + ("peak", "host_argument", "host_temp")}
     out = {f"{k}_bytes": getattr(stats, f"{k}_size_in_bytes") for k in keys}
-    out["host_argument_bytes"] = getattr(stats, "host_argument_size_in_bytes", 0)  # not in the peak: host memory
+    # not in the peak: host memory (the targets, and what a plan's host_offload stacks there)
+    out["host_argument_bytes"] = getattr(stats, "host_argument_size_in_bytes", 0)
+    out["host_temp_bytes"] = getattr(stats, "host_temp_size_in_bytes", 0)
     out["peak_bytes"] = out["temp_bytes"] + out["argument_bytes"] + out["output_bytes"] - out["alias_bytes"]
     peak = getattr(stats, "peak_memory_in_bytes", None)
     if peak is not None:

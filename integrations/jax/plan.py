@@ -12,6 +12,9 @@ A plan is:
   * step_checkpoint (this integration's field; DeepMind's
     gradient_checkpointing): the whole rollout step under jax.checkpoint,
     applied by graphcast_jax.make_loss when rollout > 1.
+  * host_offload (with step_checkpoint): each step checkpoint's kept input
+    (the carried frames) offloaded to host memory, and the rollout's
+    targets an argument in host memory (graphcast_jax.make_loss).
 For rollout > 1 the plan applies to every step.
 
 Errors are InputError: the file, a JSON pointer into it, what was expected.
@@ -28,7 +31,7 @@ from graphcast_jax import (EDGE_STAGE_KINDS, Description, InputError, NetworkInp
                            stage_names, stage_reads)
 
 # Fields of a plan file; a partial file may hold only the plan's own ones.
-PLAN_FIELDS = ("checkpoints", "edge_blocks", "stages", "step_checkpoint")
+PLAN_FIELDS = ("checkpoints", "edge_blocks", "stages", "step_checkpoint", "host_offload")
 FILE_FIELDS = PLAN_FIELDS + ("format", "version", "model", "run", "device", "budget_bytes", "predicted", "exports")
 REGION_FIELDS = ("from", "to", "inner")
 
@@ -46,6 +49,7 @@ class Plan:
     regions: tuple[Region, ...] = ()
     edge_blocks: dict[str, int] = field(default_factory=dict)
     step_checkpoint: bool = False
+    host_offload: bool = False
 
     def blocks(self, stage: str) -> int:
         return self.edge_blocks.get(stage, 1)
@@ -57,7 +61,8 @@ class Plan:
             return {**out, "inner": [region(i) for i in r.inner]} if r.inner else out
 
         return {"stages": list(self.stages), "checkpoints": [region(r) for r in self.regions],
-                "edge_blocks": dict(self.edge_blocks), "step_checkpoint": self.step_checkpoint}
+                "edge_blocks": dict(self.edge_blocks), "step_checkpoint": self.step_checkpoint,
+                **({"host_offload": True} if self.host_offload else {})}
 
 
 # ---------------------------------------------------------------- reading
@@ -95,9 +100,15 @@ def parse_plan(obj: dict, d: Description, source: str) -> Plan:
     step_checkpoint = obj.get("step_checkpoint", False)
     if not isinstance(step_checkpoint, bool):
         raise InputError(source, "/step_checkpoint", f"expected true or false, got {step_checkpoint!r}")
+    host_offload = obj.get("host_offload", False)
+    if not isinstance(host_offload, bool):
+        raise InputError(source, "/host_offload", f"expected true or false, got {host_offload!r}")
+    if host_offload and not step_checkpoint:
+        raise InputError(source, "/host_offload", "expected only with \"step_checkpoint\": true")
     reader = _RegionReader(stages, source)
     regions = reader.regions(obj.get("checkpoints", []), "/checkpoints", 0, len(stages) - 1)
-    return Plan(stages, regions, _edge_blocks(obj.get("edge_blocks", {}), d, stages, source), step_checkpoint)
+    return Plan(stages, regions, _edge_blocks(obj.get("edge_blocks", {}), d, stages, source), step_checkpoint,
+                host_offload)
 
 
 class _RegionReader:

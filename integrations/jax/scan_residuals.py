@@ -140,7 +140,9 @@ def main(argv=None) -> int:
         judge.require_packages(args.targets)
         judge.require_targets_on_device(args, "scan_residuals.py")
         args.no_actmem = True  # the stack is JAX's; actmem's prediction is not needed for it
-        found = scans(judge.make_case(args))
+        case = judge.make_case(args)
+        judge.require_plan_on_device(case, "scan_residuals.py")
+        found = scans(case)
     except (judge.UsageError, judge.InputError) as e:
         print(f"actmem-jax: error: {e}", file=sys.stderr)
         return 2

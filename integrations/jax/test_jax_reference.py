@@ -282,6 +282,27 @@ def test_targets_on_host_leave_the_device_s_arguments(tmp_path):
 
 
 @needs_jax
+def test_host_offload_stacks_the_frames_and_holds_the_targets_in_host_memory(tmp_path):
+    """A plan's host_offload (docs/cost-model.md J46): XLA:TPU counts the
+    stacked frames as host temporaries and the targets as a host argument,
+    and actmem predicts the plan (it models the offload). Batch 2, as above."""
+    figures = {}
+    for offload in (False, True):
+        plan = dict(PLANS["step"], **({"host_offload": True} if offload else {}))
+        args = judge.parse_args(["--model", write(tmp_path, "tiny.json", TINY), "--plan",
+                                 write(tmp_path, "plan.json", plan), "--rollout", "3", "--batch", "2"])
+        case = judge.make_case(args)
+        assert case.plan.host_offload == offload and case.targets_on_host == offload
+        if os.access(judge.ACTMEM, os.X_OK):
+            assert case.predicted["plan"].get("host_offload", False) == offload
+        figures[offload] = judge.judge(case, "tpu-v4")
+        assert figures[offload]["fits"]
+    device, host = figures[False], figures[True]
+    assert device["host_temp_bytes"] == 0 and host["host_temp_bytes"] > 0
+    assert device["argument_bytes"] - host["argument_bytes"] == host["host_argument_bytes"] > 0
+
+
+@needs_jax
 def test_out_of_memory_messages_are_parsed():
     g = 2**30
     assert judge.out_of_memory("RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO "
@@ -332,6 +353,8 @@ BAD_PLANS = [
     ({"edge_blocks": {"processor.0": 0}}, "/edge_blocks/processor.0", "1..8"),
     ({"edge_blocks": {"mesh_edge_embed": 2}}, "/edge_blocks/mesh_edge_embed", "edge update"),
     ({"step_checkpoint": "yes"}, "/step_checkpoint", "true or false"),
+    ({"step_checkpoint": True, "host_offload": 1}, "/host_offload", "true or false"),
+    ({"host_offload": True}, "/host_offload", "only with \"step_checkpoint\": true"),
     ({"stages": ["encoder", "decoder"]}, "/stages", "expected the model's stages"),
     ({"checkpoint": []}, "/checkpoint", "unknown field"),
     ({"model": dict(TINY, grid_input_features=23)}, "/model/grid_input_features", "C_t"),
