@@ -26,8 +26,9 @@ std::int64_t needed(const FitAnswer& a) { return a.fits ? a.peak_bytes : a.min_p
 std::string row_text(const CatalogEntry& e) {
   const FitAnswer& a = e.answer;
   if (a.fits)
-    return fmt::format("{} of {}: {} free", format_bytes(a.peak_bytes), format_bytes(a.budget_bytes),
-                       format_bytes(a.budget_bytes - a.peak_bytes));
+    return fmt::format("{} of {}: {} free{}", format_bytes(a.peak_bytes), format_bytes(a.budget_bytes),
+                       format_bytes(a.budget_bytes - a.peak_bytes),
+                       a.plan.host_offload ? " (frames and targets in host memory)" : "");
   return fmt::format("no: needs {}, {} short", format_bytes(a.min_peak_bytes),
                      format_bytes(a.min_peak_bytes - a.budget_bytes));
 }

@@ -123,6 +123,7 @@ nlohmann::json figures_json(const ReportFigures& f) {
                        {"batch", f.run.batch},
                        {"rollout", f.run.rollout},
                        {"fits", a.fits},
+                       {"host_offload", a.plan.host_offload},
                        {"peak_bytes", a.peak_bytes},
                        {"min_peak_bytes", a.min_peak_bytes},
                        {"budget_bytes", a.budget_bytes},
