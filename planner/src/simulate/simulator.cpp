@@ -59,10 +59,11 @@ class Simulation : detail::MemoryMachine {
   // backward loop besides the steps' buffers, in XLA:TPU's tiled layout:
   // its copy of each step's float32 target, node-major with the nodes
   // minor or DeepMind's per-variable arrays as the argument lays them out
-  // (MemoryProfile::scanned_loops_copy_targets, J14, J26, J39); a copy of
+  // (MemoryProfile::scanned_loops_copy_targets, J14, J26, J39), none when
+  // the targets are in host memory (Plan::host_offload, J46); a copy of
   // each step's forcings in the activation dtype (scanned_loops_copy_forcings,
-  // J39), unless the targets are in host memory (Plan::host_offload); and the first step's carry, a copy of the frames
-  // argument in the carry's layout (MemoryProfile::scanned_loop_holds_first_carry, J20).
+  // J39); and the first step's carry, a copy of the frames argument in the
+  // carry's layout (MemoryProfile::scanned_loop_holds_first_carry, J20).
   std::vector<int> hold_around_scanned_loops() {
     std::vector<int> held;
     if (!scanned()) return held;
