@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 
-#include "actmem/cost/memory_profile.h"
 #include "actmem/simulate/simulator.h"
 #include "actmem/util/error.h"
 #include "actmem/util/limits.h"
@@ -58,10 +57,7 @@ Plan plan_for(const PlanDocument& d, const CostGraph& graph) {
         d.source, "/stages",
         fmt::format("expected the stage chain of '{}' ({})", graph.model().name, describe_chain(graph.chain())));
   Plan plan = plan_from_json(d.plan, graph.chain(), d.source);
-  if (plan.host_offload && !memory_profile(graph.run(), graph.model().implementation).step_checkpoint_scanned)
-    throw InputError(d.source, "/host_offload",
-                     "expected only where the rollout is XLA's scanned loop (--framework jax): host offload is a "
-                     "JAX plan option");
+  validate_for_run(plan, graph, d.source);
   return plan;
 }
 

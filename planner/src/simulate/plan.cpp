@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "actmem/cost/memory_profile.h"
 #include "actmem/util/error.h"
 #include "actmem/util/limits.h"
 #include "actmem/util/suggest.h"
@@ -14,6 +15,9 @@
 
 namespace actmem {
 namespace {
+
+constexpr const char* kOffloadNeedsStepCheckpoint =
+    "expected only with \"step_checkpoint\": true (what is offloaded is what each step's checkpoint keeps)";
 
 std::vector<std::string> names_of(std::span<const Stage> chain) {
   std::vector<std::string> names;
@@ -199,10 +203,7 @@ Plan plan_from_json(const nlohmann::json& document, std::span<const Stage> chain
       parse_regions(in.value("checkpoints"), chain, source, "/checkpoints", 0, static_cast<int>(chain.size()) - 1, 1);
   if (in.has("step_checkpoint")) p.step_checkpoint = in.boolean("step_checkpoint");
   if (in.has("host_offload")) p.host_offload = in.boolean("host_offload");
-  if (p.host_offload && !p.step_checkpoint)
-    in.fail("host_offload",
-            "expected only with \"step_checkpoint\": true (what is offloaded is what each step's "
-            "checkpoint keeps)");
+  if (p.host_offload && !p.step_checkpoint) in.fail("host_offload", kOffloadNeedsStepCheckpoint);
   if (in.has("edge_blocks")) {
     const detail::FieldReader blocks(in.value("edge_blocks"), source, "/edge_blocks");
     for (const auto& [stage, value] : in.value("edge_blocks").items()) {
@@ -230,9 +231,14 @@ void validate(const Plan& plan, std::span<const Stage> chain) {
   }
   validate_regions(plan.checkpoints, "/checkpoints", 0, static_cast<int>(chain.size()) - 1, 1);
   if (plan.host_offload && !plan.step_checkpoint)
+    throw InputError(source, "/host_offload", kOffloadNeedsStepCheckpoint);
+}
+
+void validate_for_run(const Plan& plan, const CostGraph& graph, const std::string& source) {
+  if (plan.host_offload && !memory_profile(graph.run(), graph.model().implementation).step_checkpoint_scanned)
     throw InputError(source, "/host_offload",
-                     "expected only with step_checkpoint (what is offloaded is what each "
-                     "step's checkpoint keeps)");
+                     "expected only where the rollout is XLA's scanned loop (--framework jax): host offload is a "
+                     "JAX plan option");
 }
 
 nlohmann::json checkpoints_to_json(const std::vector<Region>& regions, const std::vector<std::string>& stages) {

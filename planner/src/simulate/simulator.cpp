@@ -34,10 +34,7 @@ class Simulation : detail::MemoryMachine {
         options_(options),
         capture_at_(capture_at) {
     flops_per_s_ = detail::flops_per_second(graph.run(), device);
-    if (plan.host_offload && !profile_.step_checkpoint_scanned)
-      throw InputError("plan", "/host_offload",
-                       "expected only where the rollout is XLA's scanned loop (--framework jax): host offload is a "
-                       "JAX plan option");
+    validate_for_run(plan, graph, "plan");
     offload_step_inputs_ = plan.host_offload && scanned();
     static_ = detail::static_breakdown(graph, device, profile_, scanned());
     // The targets, an argument in host memory, are not the device's.

@@ -67,6 +67,10 @@ std::vector<std::string> builtin_plan_names();
 // 1..min(edges, kMaxEdgeBlocks) are InputErrors naming `source` and the
 // JSON pointer.
 Plan plan_from_json(const nlohmann::json& document, std::span<const Stage> chain, const std::string& source);
+// What `plan` asks of the run it is simulated for: host_offload only where
+// the rollout is XLA's scanned loop (JAX). InputError(source,
+// "/host_offload", …) otherwise; simulate() checks it with source "plan".
+void validate_for_run(const Plan& plan, const CostGraph& graph, const std::string& source);
 
 // Checks a plan made in code as plan_from_json checks a document: one
 // block count per stage, each from 1 to min(edges, kMaxEdgeBlocks) (1 for
