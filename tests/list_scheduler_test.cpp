@@ -226,3 +226,45 @@ TEST_CASE("edge blocks' backward: at batch 1 every block writes SiLU and keeps i
   CHECK(live_at_peak(false, true).second != xla);
   CHECK(live_at_peak(true, true).second == xla);
 }
+
+// In a step-checkpointed loop body whose step inputs are in host memory,
+// XLA recomputes every block of an edge update outside the step's inner
+// checkpoints before any block's backward (docs/cost-model.md J47): `mid`'s
+// decoder in 4 blocks at rollout 2 (`remat_trace.py --model
+// integrations/jax/models/mid.json --plan plans/offloaded-blocks/
+// mid-r2-bfloat16-b1.json --rollout 2`), body #648–#810: the 4 output-gradient
+// splits, the 4 edge slices, both gathers of every block, h and SiLU(h) of
+// every block (one of them h alone there: J28 gives every block the pair),
+// the 4 norms' inputs, and the first norm's input gradient (`fusion.2208`),
+// where the body peaks.
+TEST_CASE("edge blocks' backward: an offloaded loop body recomputes every block before their backward (J47)") {
+  using V = EdgeBlockValue;
+  EdgeBlockSizes s = decoder(120000, 10000, 40000, 4);
+  s.every_block_writes_silu = true;
+  s.partials_after_next_block = true;
+  auto block_values_at_peak = [&](bool recomputations_first) {
+    s.recomputations_first = recomputations_first;
+    const EdgeBlockPeak peak = edge_block_backward(s).peak;
+    std::vector<std::pair<V, int>> live;
+    for (const EdgeBlockPeak::Live& l : peak.live)
+      if (l.block >= 0 && l.value != V::norm_statistics) live.emplace_back(l.value, l.block);
+    std::sort(live.begin(), live.end());
+    return std::pair{peak.step, live};
+  };
+  std::vector<std::pair<V, int>> xla;
+  for (V each : {V::output_gradient_slice, V::gathered_senders, V::gathered_receivers, V::edge_slice, V::hidden,
+                 V::silu, V::pre_norm})
+    for (int block = 0; block < 4; ++block) xla.emplace_back(each, block);
+  const auto [step, live] = block_values_at_peak(true);
+  CHECK(step == EdgeBlockStep::norm_backward);
+  REQUIRE(live.size() == xla.size() + 1);  // and the first norm backward's output
+  std::vector<std::pair<V, int>> made;
+  for (const auto& l : live)
+    if (l.first == V::pre_norm_gradient)
+      made.push_back(l);
+    else
+      CHECK(std::binary_search(xla.begin(), xla.end(), l));
+  CHECK(made.size() == 1);
+  // J17's interleaved order holds far fewer blocks' recomputations.
+  CHECK(block_values_at_peak(false).second.size() < xla.size() - 4);
+}

@@ -627,9 +627,12 @@ TEST_SUITE("simulator") {
       });
     };
     // The body of step s brings back step s - 1's carry (step 0's is the
-    // frames argument, J20's copy, on the device either way).
+    // frames argument, J20's copy, on the device either way): here the
+    // peak is in step 1's.
     const int step = offloaded.peak_at.step;
-    CHECK(held(offloaded, "step", ".loss.next_frames") == (step > 0 ? 1 : 0));
+    REQUIRE(step > 0);
+    CHECK(held(offloaded, "step" + std::to_string(step - 1), ".loss.next_frames") == 1);
+    CHECK(held(offloaded, "step", ".loss.next_frames") <= 2);  // and the step's own, as its recomputation makes it
     CHECK(held(on_device, "step", ".loss.next_frames") >= 1);
     CHECK(held(offloaded, "target.", "") == 1);  // the body's slice
     CHECK(held(on_device, "target.", "") == 4);  // the loops' copies of 3 and the slice
@@ -641,6 +644,53 @@ TEST_SUITE("simulator") {
                          doctest::Contains("plan: /host_offload: expected only where the rollout is XLA's scanned "
                                            "loop"),
                          InputError);
+  }
+
+  TEST_CASE(
+      "simulator: an offloaded loop body holds its carry in the activation dtype and no grid input, and makes the "
+      "carry's cotangent at its end (J48, J49)") {
+    // XLA's body for GraphCast's offloaded rollout-12 plan converts the
+    // frames it brings back to bfloat16 as they arrive (`convert.3118`,
+    // #628), drops the float32 (#629) and assembles the grid input again
+    // from that copy in the encoder's backward (`concatenate.1135`), holding
+    // none of its own; the carry's cotangent is made at the body's end
+    // (`add_add_fusion.2`, #10369) from the pieces J14 holds. Here the
+    // decoder in 4 blocks puts the peak in a body's backward, after its
+    // loss's.
+    const ModelDescription m = testing::tiny_model();
+    const CostGraph g = CostGraph::build(m, jax(DType::bfloat16, 3));
+    Plan plan = builtin(g, "none");
+    plan.step_checkpoint = true;
+    plan.host_offload = true;
+    plan.edge_blocks.back() = 4;
+    const Report r = with_peak_buffers(g, plan);
+    REQUIRE(r.peak_at.pass == Pass::backward);
+    const int step = r.peak_at.step;
+    REQUIRE(step > 0);
+    const std::string carry = "step" + std::to_string(step - 1) + ".loss.next_frames";
+    std::vector<std::int64_t> fetched;
+    int cotangents = 0, grid_inputs = 0;
+    for (const PeakBuffer& b : r.live_at_peak) {
+      if (b.tensor == carry && b.category == "activations") fetched.push_back(b.bytes);
+      if (b.tensor == carry && b.category == "gradients") ++cotangents;
+      if (b.tensor.ends_with(".encoder.grid_input")) ++grid_inputs;
+    }
+    std::int64_t carry_bytes = 0;  // float32, in the loops' tiled layout (J39)
+    for (const Tensor& t : g.tensors())
+      if (t.name == carry) carry_bytes = t.bytes();
+    REQUIRE(carry_bytes > 0);
+    CHECK(fetched == std::vector<std::int64_t>{carry_bytes / 2});
+    CHECK(grid_inputs == 0);
+    CHECK(cotangents == 0);
+    // On the device the body holds its grid input (J14) and the carry's
+    // cotangent from its loss's backward on.
+    plan.host_offload = false;
+    const Report d = with_peak_buffers(g, plan);
+    REQUIRE(d.peak_at.pass == Pass::backward);
+    int on_device_grid_inputs = 0;
+    for (const PeakBuffer& b : d.live_at_peak)
+      if (b.tensor == "step" + std::to_string(d.peak_at.step) + ".encoder.grid_input") ++on_device_grid_inputs;
+    CHECK(on_device_grid_inputs == 1);
   }
 
   TEST_CASE("simulator: a JAX rollout without step checkpoints saves its carry in the activation dtype (J9)") {

@@ -334,7 +334,8 @@ TEST_SUITE("solver") {
             const Report o = simulate(g, device, device.memory_bytes, plan);
             CHECK(offloaded.predict(plan).peak_bytes == o.peak_bytes);
             CHECK(o.forward_peak_bytes < o.peak_bytes);
-            CHECK(o.peak_bytes <= r.peak_bytes);
+            // Not always below r's: an offloaded body recomputes every edge
+            // block before their backward (J47).
             ++cases;
           }
         }

@@ -98,10 +98,23 @@ EdgeBlockBackward schedule_edge_blocks(const EdgeBlockSizes& s) {
 
   struct Made {
     int gathered_senders, gathered_receivers, edge_slice, hidden, silu, pre_norm_gradient, hidden_gradient;
-    int second_linear_backward;  // the instruction
+    int pre_norm, statistics, slice, barrier;
+    int second_linear, second_linear_backward;  // the instructions
   };
   const int blocks = static_cast<int>(s.blocks.size());
   std::vector<Made> made(s.blocks.size());
+  // Block b's norm backward (after `after` too) and second-linear backward.
+  auto differentiate_norm_and_second_linear = [&](int b, const std::vector<int>& after) {
+    const EdgeBlockSizes::Block& z = s.blocks[static_cast<std::size_t>(b)];
+    Made& m = made[static_cast<std::size_t>(b)];
+    std::vector<int> norm_after{m.barrier};
+    norm_after.insert(norm_after.end(), after.begin(), after.end());
+    m.pre_norm_gradient = g.buffer(z.pre_norm_gradient, V::pre_norm_gradient, b);
+    g.instruction(S::norm_backward, b, {m.pre_norm_gradient}, {m.pre_norm, m.statistics}, norm_after, {m.slice});
+    m.hidden_gradient = g.buffer(z.hidden_gradient, V::hidden_gradient, b);
+    m.second_linear_backward =
+        g.instruction(S::second_linear_backward, b, {m.hidden_gradient}, {m.pre_norm_gradient, m.hidden});
+  };
   for (int b = blocks - 1; b >= 0; --b) {
     const EdgeBlockSizes::Block& z = s.blocks[static_cast<std::size_t>(b)];
     Made& m = made[static_cast<std::size_t>(b)];
@@ -133,14 +146,17 @@ EdgeBlockBackward schedule_edge_blocks(const EdgeBlockSizes& s) {
     m.silu = m.hidden;
     if (b == 0 || s.every_block_writes_silu) first_linear.push_back(m.silu = g.buffer(z.silu, V::silu, b));
     g.instruction(S::first_linear, b, first_linear, {m.gathered_senders, m.gathered_receivers, m.edge_slice});
-    const int pre_norm = g.buffer(z.pre_norm, V::pre_norm, b);
-    const int statistics = g.buffer(z.norm_statistics, V::norm_statistics, b);
-    g.instruction(S::second_linear, b, {pre_norm, statistics}, {m.silu});
-    m.pre_norm_gradient = g.buffer(z.pre_norm_gradient, V::pre_norm_gradient, b);
-    g.instruction(S::norm_backward, b, {m.pre_norm_gradient}, {pre_norm, statistics}, {barrier}, {slice});
-    m.hidden_gradient = g.buffer(z.hidden_gradient, V::hidden_gradient, b);
-    m.second_linear_backward =
-        g.instruction(S::second_linear_backward, b, {m.hidden_gradient}, {m.pre_norm_gradient, m.hidden});
+    m.pre_norm = g.buffer(z.pre_norm, V::pre_norm, b);
+    m.statistics = g.buffer(z.norm_statistics, V::norm_statistics, b);
+    m.second_linear = g.instruction(S::second_linear, b, {m.pre_norm, m.statistics}, {m.silu});
+    m.slice = slice;
+    m.barrier = barrier;
+    if (!s.recomputations_first) differentiate_norm_and_second_linear(b, {});
+  }
+  if (s.recomputations_first) {
+    std::vector<int> recomputed;
+    for (const Made& m : made) recomputed.push_back(m.second_linear);
+    for (int b = blocks - 1; b >= 0; --b) differentiate_norm_and_second_linear(b, recomputed);
   }
   auto first_weight_inputs = [&](const Made& m) {
     return std::vector<int>{m.hidden_gradient, m.gathered_senders, m.gathered_receivers, m.edge_slice};
@@ -236,7 +252,7 @@ std::vector<std::int64_t> key_of(const EdgeBlockSizes& s) {
                          s.edges_held, s.receivers_are_senders, s.senders_copy, s.receivers_copy, s.sender_gradient,
                          s.receiver_gradient, s.edge_gradient, s.sender_gradient_exists, s.receiver_gradient_exists,
                          s.edge_gradient_exists, s.first_weight_partial, s.second_weight_partial});
-  key.insert(key.end(), {s.every_block_writes_silu, s.partials_after_next_block});
+  key.insert(key.end(), {s.every_block_writes_silu, s.partials_after_next_block, s.recomputations_first});
   for (EdgeBlockValue v : s.compiler_recomputable) key.push_back(static_cast<std::int64_t>(v));
   return key;
 }

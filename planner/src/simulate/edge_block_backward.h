@@ -89,6 +89,9 @@ struct EdgeBlockSizes {
   // A block's first-weight partial waits for the next block's second-linear
   // backward (J30).
   bool partials_after_next_block = false;
+  // Every block's recomputation (through its second linear) runs before
+  // any block's norm backward (J47); false: XLA's order interleaves them.
+  bool recomputations_first = false;
   // Node features XLA lays out batch-major at batch > 1 and so copies whole,
   // in a block's own time, before each block's gather from them (J15): the
   // bytes of one such copy, in the gathers' dtype; 0 where gathered directly.

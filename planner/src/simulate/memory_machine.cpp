@@ -289,11 +289,15 @@ void MemoryMachine::keep_inputs_offloaded(bool saving, const std::vector<TensorI
 }
 
 // As a loop body starts, its step's offloaded inputs come back to the
-// device, held (as kept inputs) to the body's end.
+// device, held (as kept inputs) to the body's end; where XLA converts them
+// to the activation dtype as they arrive, as that copy (J48).
 void MemoryMachine::fetch_offloaded_inputs() {
   Kept& kept = kept_inputs_.back();
+  const int activation_bytes = element_bytes(g_.run().dtype);
   for (const auto& [t, bytes] : kept.offloaded) {
-    current(t) = allocate(bytes, kActivations, 1, t);
+    const int element = tensor(t).element_bytes;
+    const bool converted = profile_.offloaded_inputs_fetched_in_activation_dtype && element > activation_bytes;
+    current(t) = allocate(converted ? bytes / element * activation_bytes : bytes, kActivations, 1, t);
     kept.buffers.push_back(current(t));
   }
   kept.offloaded.clear();
@@ -951,7 +955,8 @@ std::vector<MemoryMachine::EarlyRole> MemoryMachine::early_roles(const std::vect
 // the carried frames, materialised in the activation dtype; a float32
 // copy of one of the two carried frames' cotangent; and the prediction's
 // float32 cotangent, which the residual on the last frame adds to the
-// carry's (J9).
+// carry's (J9). A body whose carried frames come from host memory holds
+// no grid input: it holds those frames in the activation dtype (J48).
 std::vector<int> MemoryMachine::hold_loop_body_step_inputs(const Item& step) {
   const std::vector<OpId> ops = ops_of(step.children);
   TensorId carry = -1, next = -1, prediction = -1;
@@ -965,6 +970,7 @@ std::vector<int> MemoryMachine::hold_loop_body_step_inputs(const Item& step) {
   if (carry < 0) return held;
   held.push_back(allocate(tensor(next).gradient_bytes() / 2, kGradients, 1, next));
   held.push_back(allocate(tensor(prediction).rows * tensor(prediction).cols * 4, kGradients, 1, prediction));
+  if (offload_step_inputs_ && profile_.offloaded_inputs_fetched_in_activation_dtype) return held;
   for (OpId id : ops)
     if (const Op& op = g_.op(id);
         op.kind == OpKind::concat && std::find(op.inputs.begin(), op.inputs.end(), carry) != op.inputs.end())
@@ -1206,6 +1212,7 @@ bool MemoryMachine::sample_xla_blocked_backward(const Item& item) {
   s.receivers_are_senders = current(senders) == current(receivers);
   s.every_block_writes_silu = profile_.every_edge_block_writes_silu;
   s.partials_after_next_block = profile_.edge_block_partials_after_next_block;
+  s.recomputations_first = profile_.offloaded_step_blocks_recomputed_first && offload_step_inputs_ && in_loop_body_;
   // At batch > 1 XLA:TPU lays the grid nodes' features out batch-major and
   // copies them, in the gathers' dtype (bfloat16 under float32, J13), to
   // gather from them (J15); the mesh nodes' it gathers from directly.
@@ -1475,6 +1482,9 @@ std::int64_t MemoryMachine::input_gradient(const Op& op, const OpMemoryRule& rul
     release(whole);
     return 0;
   }
+  // The carry a loop body's next step input passes on: no gradient here
+  // where its cotangent is made at the body's end (J49).
+  if (op.kind == OpKind::next_input && carry_cotangent_at_end() && op.inputs.size() > 1 && t == op.inputs[1]) return 0;
   // A slice of the output's gradient is a view of it (PyTorch), or, where
   // slices are copies (XLA), a buffer of its own.
   const bool alias = rule.grads_alias_output && (!rule.grads_are_slices || profile_.slices_are_views);
@@ -1520,8 +1530,9 @@ void MemoryMachine::accumulate(const Contribution& contribution) {
   if (b < 0) {
     // Where slices are copies (XLA), the first gradient of a part of a
     // fused concat is split off into a buffer of its own, so that the whole
-    // dies with its other parts' readers (J18).
-    if (!profile_.slices_are_views && contribution.part_bytes > 0 && contribution.part_bytes < buffer(c).bytes) {
+    // dies with its other parts' readers (J18); so is one wider than the
+    // whole, a float32 part of a bfloat16 concat's (the carry's, J49).
+    if (!profile_.slices_are_views && contribution.part_bytes > 0 && contribution.part_bytes != buffer(c).bytes) {
       b = allocate(contribution.part_bytes, kGradients, 1, t);
       release(c);
       return;

@@ -35,6 +35,7 @@ LoopBody loop_body_of(const CostGraph& graph, const Device& device, bool host_of
   LoopBody loop;
   loop.rollout = rollout;
   loop.optimizer_bytes = baselines.optimizer_bytes;
+  loop.host_offload = host_offload;
   // Classes: the first step, the middle ones, the last.
   loop.class_start_bytes.assign(rollout > 2 ? 3 : 2, 0);
   for (std::int64_t step = 0; step < rollout; ++step) {
@@ -51,6 +52,7 @@ ChainModel::ChainModel(const CostGraph& graph, const Device& device, std::option
       steps_(static_cast<int>(graph.run().rollout)),
       edges_(edges_per_stage(graph.chain())),
       scratch_(graph.tensors().size(), true) {
+  rg_.host_offload = loop_.has_value() && loop_->host_offload;
   // The simulator's condition (MemoryMachine::backward_region): top-level
   // regions outside a scanned loop.
   complete_branch_first_ = rg_.profile.complete_branch_backward_first && !loop_ &&

@@ -68,6 +68,7 @@ struct LoopBody {
   // bodies starts from.
   std::vector<std::int64_t> class_start_bytes;
   std::int64_t optimizer_bytes = 0;  // at the optimizer step, after the loop
+  bool host_offload = false;         // the steps' kept inputs in host memory
 };
 
 // The loop of `graph`'s rollout (> 1), each step checkpointed (its kept

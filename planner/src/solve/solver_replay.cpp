@@ -39,6 +39,9 @@ ReplayGraph::ReplayGraph(const CostGraph& g, bool in_loop_body)
       if (g.tensor(t).requires_grad && g.tensor(t).role == TensorRole::activation)
         has_grad[static_cast<std::size_t>(t)] = 1;
   }
+  carry.assign(n, 0);
+  for (const Op& op : ops)
+    if (op.kind == OpKind::next_input && op.inputs.size() > 1) carry[static_cast<std::size_t>(op.inputs[1])] = 1;
   local_key.assign(n, -1);
   {
     std::vector<int> first_of_step;
@@ -120,6 +123,7 @@ class Replay : MemoryMachine {
   Replay(const ReplayGraph& rg, int step, int stage, const StageContext& ctx, TensorState& state)
       : MemoryMachine(rg.graph, &state), rg_(rg), step_(step), stage_(stage), ctx_(ctx), state_(state) {
     in_loop_body_ = rg.loop_body;
+    offload_step_inputs_ = rg.loop_body && rg.host_offload;
     run_deferred_at_end_ = false;  // the caller runs them (StageRun::defers)
     deferred_pending_elsewhere_ = ctx.deferred_pending;
     deferred_elsewhere_ = ctx.deferred;
@@ -301,6 +305,9 @@ class Replay : MemoryMachine {
   void allocate_incoming(const Keys& keys, bool read_after_region) {
     for (TensorId t : rg_.incoming[static_cast<std::size_t>(step_)][static_cast<std::size_t>(stage_)]) {
       if (consumed_after(t, keys.hi, kNoEnd) != read_after_region) continue;
+      // J49: a carry read here gets its gradient here, not from the next step input.
+      const auto i = static_cast<std::size_t>(t);
+      if (carry_cotangent_at_end() && rg_.carry[i] && rg_.producer_key[i] != keys.self) continue;
       std::int64_t bytes = tensor(t).gradient_bytes();
       for (const auto& [u, b] : ctx_.incoming_grads)
         if (u == t) bytes = b;

@@ -136,6 +136,24 @@ struct MemoryProfile {
   // Edge blocks: a block's partial first-weight gradient is made after the
   // next block's second-linear backward (J30).
   bool edge_block_partials_after_next_block = false;
+  // Edge blocks in a step whose kept inputs are in host memory
+  // (Plan::host_offload), outside the step's inner checkpoints or inside
+  // one: that loop body recomputes every block (gathers, edge slice, h and
+  // SiLU(h), the norm's input) before any block's backward starts, holding
+  // them all (J47).
+  bool offloaded_step_blocks_recomputed_first = false;
+  // A step checkpoint's float32 inputs that its loop body brings back from
+  // host memory are held as a copy in the activation dtype, made as they
+  // arrive, and the body holds no grid input of its own: its encoder's
+  // backward assembles it again from that copy (J48).
+  bool offloaded_inputs_fetched_in_activation_dtype = false;
+  // In a step-checkpointed loop body whose step inputs are in host memory
+  // the carry's cotangent is made whole at the body's end, from the pieces
+  // loop_body_holds_step_inputs holds: the next carry's step input writes
+  // no gradient of it (J49; XLA does so in every loop body read, but where
+  // the inputs stay on the device actmem's body misses as much elsewhere,
+  // not yet itemised, and keeps the early cotangent).
+  bool offloaded_carry_cotangent_at_end = false;
   // A LayerNorm over the mesh edges, where their count is a multiple of 8,
   // keeps a copy of its input in another layout besides the input (J31).
   bool aligned_mesh_edge_norms_copy_input = false;
