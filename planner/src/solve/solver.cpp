@@ -187,8 +187,35 @@ Solution least_peak(const CostGraph& graph, const Device& device, std::int64_t b
   return s;
 }
 
-// The fastest plan of `frontier` that fits, else its least-peak plan.
+// Where nothing fits as written the least-peak plan is returned, and a
+// plan's peak is then what the search minimises; but edge blocks cost
+// nothing in the model, and a plan blocked finer than the model resolves
+// only lengthens the program (JAX: 16 stages of 1,024 blocks did not lower
+// in 21 minutes within 20 GB, docs/solver.md). So its edge blocks are
+// capped at the least of `block_choices` that keeps its peak within
+// kBlockingResolution of the least and the same verdict.
+constexpr double kBlockingResolution = 0.02;  // the accuracy goal
+Solution coarsened(const CostGraph& graph, const Device& device, std::int64_t budget_bytes,
+                   const std::vector<std::int64_t>& block_choices, Solution least) {
+  const std::int64_t finest = *std::max_element(least.plan.edge_blocks.begin(), least.plan.edge_blocks.end());
+  const auto within = static_cast<std::int64_t>(static_cast<double>(least.report.peak_bytes) * kBlockingResolution);
+  for (std::int64_t cap : block_choices) {
+    if (cap >= finest) break;
+    Plan plan = least.plan;
+    for (std::int64_t& b : plan.edge_blocks) b = std::min(b, cap);
+    Report r = simulate(graph, device, budget_bytes, plan);
+    if (r.fits != least.report.fits || r.peak_bytes > least.report.peak_bytes + within) continue;
+    least.plan = std::move(plan);
+    least.report = std::move(r);
+    break;
+  }
+  return least;
+}
+
+// The fastest plan of `frontier` that fits, else its least-peak plan
+// (coarsened()).
 Solution fastest_fitting(const CostGraph& graph, const Device& device, std::int64_t budget_bytes,
+                         const std::vector<std::int64_t>& block_choices,
                          const std::vector<detail::Candidate>& frontier) {
   Solution least = least_peak(graph, device, budget_bytes, frontier);
   // The fastest candidate the model says fits as written (or whose peak's
@@ -212,13 +239,14 @@ Solution fastest_fitting(const CostGraph& graph, const Device& device, std::int6
     s.min_peak_bytes = least.min_peak_bytes;
     return s;
   }
-  return least;
+  return coarsened(graph, device, budget_bytes, block_choices, std::move(least));
 }
 
 }  // namespace
 
 Solution solve(const CostGraph& graph, const Device& device, std::int64_t budget_bytes, const SolverOptions& options) {
-  Solution on_device = fastest_fitting(graph, device, budget_bytes, frontier_of(graph, device, options));
+  const std::vector<std::int64_t> block_choices = space_of(options).block_choices;
+  Solution on_device = fastest_fitting(graph, device, budget_bytes, block_choices, frontier_of(graph, device, options));
   if (on_device.feasible || !options.allow_host_offload || graph.run().rollout < 2 ||
       !detail::step_checkpoints_searched_exactly(graph))
     return on_device;
@@ -226,7 +254,8 @@ Solution solve(const CostGraph& graph, const Device& device, std::int64_t budget
   // memory, searched exactly by the loop body's model as the plans without.
   // If nothing fits either way, the least-peak plan of the two searches.
   Solution offloaded =
-      fastest_fitting(graph, device, budget_bytes, loop_body_plans(graph, device, options, /*host_offload=*/true));
+      fastest_fitting(graph, device, budget_bytes, block_choices,
+                      loop_body_plans(graph, device, options, /*host_offload=*/true));
   return offloaded.feasible || offloaded.min_peak_bytes < on_device.min_peak_bytes ? offloaded : on_device;
 }
 
