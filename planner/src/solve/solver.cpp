@@ -191,12 +191,15 @@ Solution least_peak(const CostGraph& graph, const Device& device, std::int64_t b
 // plan's peak is then what the search minimises; but edge blocks cost
 // nothing in the model, and a plan blocked finer than the model resolves
 // only lengthens the program (JAX: 16 stages of 1,024 blocks did not lower
-// in 21 minutes within 20 GB, docs/solver.md). So its edge blocks are
+// in 21 minutes within 20 GB, docs/solver.md). So where that plan still
+// fits (through the compiler's rematerialisation) its edge blocks are
 // capped at the least of `block_choices` that keeps its peak within
-// kBlockingResolution of the least and the same verdict.
+// kBlockingResolution of the least and the verdict; a plan that does not
+// fit stays the least-memory one, which says what is needed.
 constexpr double kBlockingResolution = 0.02;  // the accuracy goal
 Solution coarsened(const CostGraph& graph, const Device& device, std::int64_t budget_bytes,
                    const std::vector<std::int64_t>& block_choices, Solution least) {
+  if (!least.report.fits) return least;
   const std::int64_t finest = *std::max_element(least.plan.edge_blocks.begin(), least.plan.edge_blocks.end());
   const auto within = static_cast<std::int64_t>(static_cast<double>(least.report.peak_bytes) * kBlockingResolution);
   for (std::int64_t cap : block_choices) {
@@ -204,7 +207,7 @@ Solution coarsened(const CostGraph& graph, const Device& device, std::int64_t bu
     Plan plan = least.plan;
     for (std::int64_t& b : plan.edge_blocks) b = std::min(b, cap);
     Report r = simulate(graph, device, budget_bytes, plan);
-    if (r.fits != least.report.fits || r.peak_bytes > least.report.peak_bytes + within) continue;
+    if (!r.fits || r.peak_bytes > least.report.peak_bytes + within) continue;
     least.plan = std::move(plan);
     least.report = std::move(r);
     break;
@@ -253,9 +256,8 @@ Solution solve(const CostGraph& graph, const Device& device, std::int64_t budget
   // Nothing fits on the device alone: the rollout's per-step state in host
   // memory, searched exactly by the loop body's model as the plans without.
   // If nothing fits either way, the least-peak plan of the two searches.
-  Solution offloaded =
-      fastest_fitting(graph, device, budget_bytes, block_choices,
-                      loop_body_plans(graph, device, options, /*host_offload=*/true));
+  Solution offloaded = fastest_fitting(graph, device, budget_bytes, block_choices,
+                                       loop_body_plans(graph, device, options, /*host_offload=*/true));
   return offloaded.feasible || offloaded.min_peak_bytes < on_device.min_peak_bytes ? offloaded : on_device;
 }
 

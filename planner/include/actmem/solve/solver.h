@@ -39,8 +39,9 @@ struct SolverOptions {
 
 struct Solution {
   bool feasible = false;            // a plan within the budget exists
-  Plan plan;                        // the fastest that fits; if none fits, the one with the least peak,
-                                    // its edge blocks no finer than keeps it within 2% of that peak
+  Plan plan;                        // the fastest that fits; if none fits as written, the one with the
+                                    // least peak (if that fits through the compiler's rematerialisation,
+                                    // its edge blocks no finer than keeps it within 2% of that peak)
   Report report;                    // simulate() of `plan` against the budget
   std::int64_t min_peak_bytes = 0;  // the least peak any plan in the space reaches
 };
