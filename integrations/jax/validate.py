@@ -51,13 +51,17 @@ class Case:
     device, from `actmem fit`: a stored one must be what `actmem fit` prints
     now, stale_actmem_plan()), "nested" (nested_plan()) or the name of a
     folder of fixed plans (fixed_plan_file()): "earlier-actmem",
-    "earlier-actmem-2" … "earlier-actmem-5" (plans `actmem fit` printed for
+    "earlier-actmem-2" … "earlier-actmem-6" (plans `actmem fit` printed for
     the case before the solver changed), "decoder-outside" (J32's plan at other runs),
     "encoder-region" (one region from the encoder to the last processor
     step, J33's), "encoder-region-blocks" and "processor-region-blocks"
     (`mid`'s processor 0 in two blocks inside a region, J35),
     "processor-blocks" and "mesh-region-blocks" (its processor 1 in two
-    blocks, outside every checkpoint and inside a region, J35)."""
+    blocks, outside every checkpoint and inside a region, J35),
+    "offloaded-blocks" and "offloaded-region-blocks" (each step
+    checkpointed with its inputs in host memory, the decoder in four blocks
+    outside every checkpoint inside the step and in a region of its own,
+    J47-J49)."""
     name: str
     model: str
     plan: str
@@ -168,6 +172,12 @@ def cases() -> list[Case]:
     # and as it printed them until it offered host offload (2026-12-06): at
     # GraphCast's rollouts 4 and 12 no plan fits with everything on the device
     spec += tuple(("graphcast", "earlier-actmem-5", r, False, "bfloat16", 1) for r in (4, 12))
+    # and as it printed them until J47-J49 (2026-12-06), whose offloaded loop
+    # body holds every edge block's recomputation, the frames in bfloat16
+    # and no carry cotangent until its end, and until the least-peak plan
+    # (where none fits as written) had its edge blocks coarsened
+    spec += tuple((m, "earlier-actmem-6", r, False, "bfloat16", 1) for m, r in (
+        ("graphcast", 4), ("graphcast", 12), ("graphcast-operational", 2), ("graphcast-operational", 4)))
     # graphcast-operational's earlier-actmem-2 plan (the decoder outside every
     # checkpoint, the processor in two regions) in float32 and at batch 2,
     # where J32 was not read: XLA waits in float32 and not at batch 2, where
@@ -190,6 +200,12 @@ def cases() -> list[Case]:
     # added 2026-12-06 after probes)
     spec += (("mid", "processor-blocks", 1, False, "bfloat16", 1),
              ("mid", "mesh-region-blocks", 1, False, "bfloat16", 1))
+    # each step checkpointed with its inputs in host memory, the decoder in
+    # 4 blocks outside every checkpoint inside the step and in a region of
+    # its own: the loop body is the peak (J47-J49; added 2026-12-06,
+    # predicted before measured)
+    spec += (("mid", "offloaded-blocks", 2, False, "bfloat16", 1), ("mid", "offloaded-blocks", 4, False, "bfloat16", 1),
+             ("mid", "offloaded-region-blocks", 2, False, "bfloat16", 1))
     out = [Case(f"{m} {p} r{r}{' step' if sc else ''} {d} b{b}", m, p, d, b, r, sc) for m, p, r, sc, d, b in spec]
     for plan, rollout, step_ckpt, dtype, batch in (("none", 1, False, "bfloat16", 1),
                                                    ("nested", 2, True, "bfloat16", 1),
@@ -222,16 +238,6 @@ KNOWN_GAPS = {
                                               "DFS 28.16, post-order 28.55 GiB), the one stored case where the list "
                                               "scheduler (J16) lost; holding region linears' output gradients to the "
                                               "step's end gives -6.0% here but +24% to +40% on DeepMind's plans (J11)",
-    # host offload (J46): the loop body is the peak, where the stacks were
-    "graphcast actmem r12 bfloat16 b1": "-5.3%, under, two errors of opposite sign in the backward loop body's "
-                                        "decoder, where the peak moves once the frames and targets are in host "
-                                        "memory: XLA holds 29 block-sized (760.43 MiB) buffers of the decoder's 4 "
-                                        "edge blocks, every block's recomputed gathers, slices and hidden layers "
-                                        "(J17 in a loop body), actmem 22 (-5.2 GiB); actmem holds the float32 "
-                                        "cotangent of the frames the body brought back (1.79 GiB) from the "
-                                        "loss's backward on, which XLA's body makes at its end. Verdicts agree: "
-                                        "it compiles (docs/cost-model.md J46)",
-    "graphcast actmem r4 bfloat16 b1": "-5.3%, under: as its rollout-12 plan (the same loop body)",
 }
 
 
