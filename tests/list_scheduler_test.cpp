@@ -228,15 +228,15 @@ TEST_CASE("edge blocks' backward: at batch 1 every block writes SiLU and keeps i
 }
 
 // In a step-checkpointed loop body whose step inputs are in host memory,
-// XLA recomputes every block of an edge update outside the step's inner
-// checkpoints before any block's backward (docs/cost-model.md J47): `mid`'s
-// decoder in 4 blocks at rollout 2 (`remat_trace.py --model
+// XLA recomputes every block of an edge update, outside the step's inner
+// checkpoints or inside one, before any block's backward (docs/cost-model.md
+// J47): `mid`'s decoder in 4 blocks at rollout 2 (`remat_trace.py --model
 // integrations/jax/models/mid.json --plan plans/offloaded-blocks/
-// mid-r2-bfloat16-b1.json --rollout 2`), body #648–#810: the 4 output-gradient
-// splits, the 4 edge slices, both gathers of every block, h and SiLU(h) of
-// every block (one of them h alone there: J28 gives every block the pair),
-// the 4 norms' inputs, and the first norm's input gradient (`fusion.2208`),
-// where the body peaks.
+// mid-r2-bfloat16-b1.json --rollout 2`), body #648–#810: the 4
+// output-gradient splits, the 4 edge slices, both gathers of every block, h
+// and SiLU(h) of every block (one of them h alone there: J28 gives every
+// block the pair), the 4 norms' inputs, and the first norm's input gradient
+// (`fusion.2208`), where the body peaks.
 TEST_CASE("edge blocks' backward: an offloaded loop body recomputes every block before their backward (J47)") {
   using V = EdgeBlockValue;
   EdgeBlockSizes s = decoder(120000, 10000, 40000, 4);
