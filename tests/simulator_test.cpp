@@ -481,10 +481,7 @@ TEST_SUITE("simulator") {
     const CostGraph g = CostGraph::build(m, jax(DType::bfloat16, 2));
     Plan plan = builtin(g, "full");
     plan.step_checkpoint = true;
-    SimulationOptions options;
-    options.record_peak_buffers = true;
-    const Device device = load_device("tpu-v4");
-    const Report r = simulate(g, device, device.memory_bytes, plan, options);
+    const Report r = with_peak_buffers(g, plan);
     const std::int64_t frame = 2048 * 8 * 4;
     const std::int64_t prediction = m.grid_nodes * m.output_features * 4;
     auto held = [&](const std::string& name) {
@@ -701,10 +698,7 @@ TEST_SUITE("simulator") {
     // that step's backward loop body holds its slice of it (J45).
     const ModelDescription m = testing::tiny_model();
     const CostGraph g = CostGraph::build(m, jax(DType::bfloat16, 2));
-    SimulationOptions options;
-    options.record_peak_buffers = true;
-    const Device device = load_device("tpu-v4");
-    const Report r = simulate(g, device, device.memory_bytes, builtin(g, "full"), options);
+    const Report r = with_peak_buffers(g, builtin(g, "full"));
     REQUIRE(r.peak_at.pass != Pass::forward);
     std::vector<std::int64_t> carries;
     for (const PeakBuffer& b : r.live_at_peak)
