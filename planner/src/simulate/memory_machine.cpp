@@ -970,7 +970,7 @@ std::vector<int> MemoryMachine::hold_loop_body_step_inputs(const Item& step) {
   if (carry < 0) return held;
   held.push_back(allocate(tensor(next).gradient_bytes() / 2, kGradients, 1, next));
   held.push_back(allocate(tensor(prediction).rows * tensor(prediction).cols * 4, kGradients, 1, prediction));
-  if (offload_step_inputs_ && profile_.offloaded_inputs_fetched_in_activation_dtype) return held;
+  if (in_offloaded_body() && profile_.offloaded_inputs_fetched_in_activation_dtype) return held;
   for (OpId id : ops)
     if (const Op& op = g_.op(id);
         op.kind == OpKind::concat && std::find(op.inputs.begin(), op.inputs.end(), carry) != op.inputs.end())
@@ -1212,7 +1212,7 @@ bool MemoryMachine::sample_xla_blocked_backward(const Item& item) {
   s.receivers_are_senders = current(senders) == current(receivers);
   s.every_block_writes_silu = profile_.every_edge_block_writes_silu;
   s.partials_after_next_block = profile_.edge_block_partials_after_next_block;
-  s.recomputations_first = profile_.offloaded_step_blocks_recomputed_first && offload_step_inputs_ && in_loop_body_;
+  s.recomputations_first = profile_.offloaded_step_blocks_recomputed_first && in_offloaded_body();
   // At batch > 1 XLA:TPU lays the grid nodes' features out batch-major and
   // copies them, in the gathers' dtype (bfloat16 under float32, J13), to
   // gather from them (J15); the mesh nodes' it gathers from directly.
