@@ -609,23 +609,23 @@ TEST_SUITE("simulator") {
     REQUIRE(targets > 0);
     CHECK(offloaded.breakdown.inputs == on_device.breakdown.inputs - targets);
     // After the forward loop: no kept carries (steps 0 and 1's; the last
-    // step's output is no step's input) and no copies of the targets
-    // (J39's layout, 2000 × 10 → 2048 × 16 float32, per step).
+    // step's output is no step's input), no copy of the frames argument
+    // (step 0's carry, J20's, offloaded with them: J49) and no copies of
+    // the targets (J39's layout, 2000 × 10 → 2048 × 16 float32, per step).
     std::int64_t carry = 0;
     for (const Tensor& t : g.tensors())
       if (t.name == "step0.loss.next_frames") carry = t.bytes();
     REQUIRE(carry > 0);
     CHECK(on_device.activation_bytes_after_forward - offloaded.activation_bytes_after_forward ==
-          2 * carry + 3 * (2048 * 16 * 4));
+          3 * carry + 3 * (2048 * 16 * 4));
     REQUIRE(offloaded.peak_at.pass != Pass::forward);
     auto held = [](const Report& r, const std::string& prefix, const std::string& suffix) {
       return std::count_if(r.live_at_peak.begin(), r.live_at_peak.end(), [&](const PeakBuffer& b) {
         return b.category == "activations" && b.tensor.starts_with(prefix) && b.tensor.ends_with(suffix);
       });
     };
-    // The body of step s brings back step s - 1's carry (step 0's is the
-    // frames argument, J20's copy, on the device either way): here the
-    // peak is in step 1's.
+    // The body of step s brings back step s - 1's carry: here the peak is
+    // in step 1's.
     const int step = offloaded.peak_at.step;
     REQUIRE(step > 0);
     CHECK(held(offloaded, "step" + std::to_string(step - 1), ".loss.next_frames") == 1);
@@ -644,18 +644,24 @@ TEST_SUITE("simulator") {
   }
 
   TEST_CASE(
-      "simulator: an offloaded loop body holds its carry in the activation dtype and no grid input, and makes the "
-      "carry's cotangent at its end (J48, J49)") {
+      "simulator: an offloaded loop body holds its carry in the activation dtype and no grid input, and the first "
+      "carry leaves the device with the other steps' (J48, J49)") {
     // XLA's body for GraphCast's offloaded rollout-12 plan converts the
     // frames it brings back to bfloat16 as they arrive (`convert.3118`,
     // #628), drops the float32 (#629) and assembles the grid input again
     // from that copy in the encoder's backward (`concatenate.1135`), holding
-    // none of its own; the carry's cotangent is made at the body's end
-    // (`add_add_fusion.2`, #10369) from the pieces J14 holds. Here the
-    // decoder in 4 blocks puts the peak in a body's backward, after its
-    // loss's.
+    // none of its own. At rollout 2 its entry holds through the backward
+    // loop the loop state's carry cotangent (`custom-call.280`; on the
+    // device, `custom-call.256`) but not its copy of the frames argument
+    // (`copy.3060`, dead after the forward loop): the stacked step inputs,
+    // step 0's included, are in host memory. Here the decoder in 4 blocks
+    // puts the peak in a body's backward, after its loss's.
     const ModelDescription m = testing::tiny_model();
     const CostGraph g = CostGraph::build(m, jax(DType::bfloat16, 3));
+    std::string first_carry;
+    for (const Op& op : g.ops())
+      if (op.kind == OpKind::next_input && op.step == 0) first_carry = g.tensor(op.inputs[1]).name;
+    REQUIRE(!first_carry.empty());
     Plan plan = builtin(g, "none");
     plan.step_checkpoint = true;
     plan.host_offload = true;
@@ -666,11 +672,12 @@ TEST_SUITE("simulator") {
     REQUIRE(step > 0);
     const std::string carry = "step" + std::to_string(step - 1) + ".loss.next_frames";
     std::vector<std::int64_t> fetched;
-    int cotangents = 0, grid_inputs = 0;
+    int cotangents = 0, grid_inputs = 0, first_carries = 0;
     for (const PeakBuffer& b : r.live_at_peak) {
       if (b.tensor == carry && b.category == "activations") fetched.push_back(b.bytes);
       if (b.tensor == carry && b.category == "gradients") ++cotangents;
       if (b.tensor.ends_with(".encoder.grid_input")) ++grid_inputs;
+      if (b.tensor == first_carry) ++first_carries;
     }
     std::int64_t carry_bytes = 0;  // float32, in the loops' tiled layout (J39)
     for (const Tensor& t : g.tensors())
@@ -678,16 +685,20 @@ TEST_SUITE("simulator") {
     REQUIRE(carry_bytes > 0);
     CHECK(fetched == std::vector<std::int64_t>{carry_bytes / 2});
     CHECK(grid_inputs == 0);
-    CHECK(cotangents == 0);
-    // On the device the body holds its grid input (J14) and the carry's
-    // cotangent from its loss's backward on.
+    CHECK(cotangents == 1);
+    CHECK(first_carries == 0);
+    // On the device the body holds its grid input (J14), and the loops
+    // the first carry (J20).
     plan.host_offload = false;
     const Report d = with_peak_buffers(g, plan);
     REQUIRE(d.peak_at.pass == Pass::backward);
-    int on_device_grid_inputs = 0;
-    for (const PeakBuffer& b : d.live_at_peak)
+    int on_device_grid_inputs = 0, on_device_first_carries = 0;
+    for (const PeakBuffer& b : d.live_at_peak) {
       if (b.tensor == "step" + std::to_string(d.peak_at.step) + ".encoder.grid_input") ++on_device_grid_inputs;
+      if (b.tensor == first_carry) ++on_device_first_carries;
+    }
     CHECK(on_device_grid_inputs == 1);
+    CHECK(on_device_first_carries == 1);
   }
 
   TEST_CASE("simulator: a JAX rollout without step checkpoints saves its carry in the activation dtype (J9)") {

@@ -86,7 +86,7 @@ void jax_rules(MemoryProfile& p, DType dtype, std::int64_t batch) {
   p.edge_block_partials_after_next_block = one_sample;        // J30
   p.offloaded_step_blocks_recomputed_first = true;            // J47
   p.offloaded_inputs_fetched_in_activation_dtype = true;      // J48
-  p.offloaded_carry_cotangent_at_end = true;                  // J49
+  p.offloaded_loop_moves_first_carry_to_host = true;          // J49
   p.aligned_mesh_edge_norms_copy_input = one_sample;          // J31
   p.unread_norm_copy_dies_at_norm = true;                     // J34, J40
   p.blocked_edge_updates_drop_norm_copies = true;             // J35

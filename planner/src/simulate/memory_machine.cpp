@@ -1482,9 +1482,6 @@ std::int64_t MemoryMachine::input_gradient(const Op& op, const OpMemoryRule& rul
     release(whole);
     return 0;
   }
-  // The carry a loop body's next step input passes on: no gradient here
-  // where its cotangent is made at the body's end (J49).
-  if (op.kind == OpKind::next_input && carry_cotangent_at_end() && op.inputs.size() > 1 && t == op.inputs[1]) return 0;
   // A slice of the output's gradient is a view of it (PyTorch), or, where
   // slices are copies (XLA), a buffer of its own.
   const bool alias = rule.grads_alias_output && (!rule.grads_are_slices || profile_.slices_are_views);
@@ -1530,9 +1527,8 @@ void MemoryMachine::accumulate(const Contribution& contribution) {
   if (b < 0) {
     // Where slices are copies (XLA), the first gradient of a part of a
     // fused concat is split off into a buffer of its own, so that the whole
-    // dies with its other parts' readers (J18); so is one wider than the
-    // whole, a float32 part of a bfloat16 concat's (the carry's, J49).
-    if (!profile_.slices_are_views && contribution.part_bytes > 0 && contribution.part_bytes != buffer(c).bytes) {
+    // dies with its other parts' readers (J18).
+    if (!profile_.slices_are_views && contribution.part_bytes > 0 && contribution.part_bytes < buffer(c).bytes) {
       b = allocate(contribution.part_bytes, kGradients, 1, t);
       release(c);
       return;

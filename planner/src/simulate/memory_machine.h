@@ -284,14 +284,8 @@ class MemoryMachine {
   // In that loop body, the step checkpoint's own recomputation (not that of
   // a checkpoint inside the step, J29).
   bool recomputing_step_ = false;
-  // A loop body whose step's inputs came back from host memory (J47-J49).
+  // A loop body whose step's inputs came back from host memory (J47, J48).
   bool in_offloaded_body() const { return in_loop_body_ && offload_step_inputs_; }
-  // In this loop body the carry's cotangent is made at the body's end,
-  // from the pieces hold_loop_body_step_inputs() holds, its other readers'
-  // gradients added there; the next step input gives it none (J49).
-  bool carry_cotangent_at_end() const {
-    return in_offloaded_body() && profile_.offloaded_carry_cotangent_at_end && profile_.loop_body_holds_step_inputs;
-  }
   // Equal edge blocks are run in bulk (forward_blocks()); off: every block
   // runs op by op (a timeline wants a row per op).
   bool bulk_equal_blocks_ = true;

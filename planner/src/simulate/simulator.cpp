@@ -60,9 +60,12 @@ class Simulation : detail::MemoryMachine {
   // the targets are in host memory (Plan::host_offload, J46); a copy of
   // each step's forcings in the activation dtype (scanned_loops_copy_forcings,
   // J39); and the first step's carry, a copy of the frames argument in the
-  // carry's layout (MemoryProfile::scanned_loop_holds_first_carry, J20).
+  // carry's layout (MemoryProfile::scanned_loop_holds_first_carry, J20),
+  // apart: where the steps' kept inputs go to host memory it goes with
+  // them as the forward loop ends (release_first_carry_offloaded(), J49).
   std::vector<int> hold_around_scanned_loops() {
     std::vector<int> held;
+    first_carry_ = -1;
     if (!scanned()) return held;
     const ModelDescription& model = g_.model();
     const std::int64_t batch = g_.run().batch;
@@ -80,9 +83,14 @@ class Simulation : detail::MemoryMachine {
       // The carry the first step reads is the frames argument, copied into
       // the layout and dtype the loop carries (the next carry's).
       if (op.step == 0 && op.inputs.size() > 1 && profile_.scanned_loop_holds_first_carry)
-        held.push_back(allocate(g_.tensor(op.outputs.front()).bytes(), kActivations, 1, op.inputs[1]));
+        first_carry_ = allocate(g_.tensor(op.outputs.front()).bytes(), kActivations, 1, op.inputs[1]);
     }
     return held;
+  }
+  void release_first_carry_offloaded() {
+    if (first_carry_ < 0 || !offload_step_inputs_ || !profile_.offloaded_loop_moves_first_carry_to_host) return;
+    release(first_carry_);
+    first_carry_ = -1;
   }
 
   Report run(std::int64_t budget_bytes) {
@@ -92,6 +100,7 @@ class Simulation : detail::MemoryMachine {
     begin_context(schedule_.items);
     const std::vector<int> around_loops = hold_around_scanned_loops();
     forward(schedule_.items, /*saving=*/true, 0, -1, Pass::forward);
+    release_first_carry_offloaded();
     r.activation_bytes_after_forward = static_.activations + live_[kActivations];
     r.forward_peak_bytes = static_.total() + peak_dynamic_;
 
@@ -103,6 +112,7 @@ class Simulation : detail::MemoryMachine {
     backward(schedule_.items, 0, -1);
     release_stacked_residuals();
     for (int b : around_loops) release(b);
+    if (first_carry_ >= 0) release(first_carry_);
     phase_peak_dynamic_ = peak_dynamic_;
 
     // Optimizer step: parameter gradients are all resident; updates in place.
@@ -235,6 +245,7 @@ class Simulation : detail::MemoryMachine {
   Cost cost_, block_mark_;
   std::vector<std::int64_t> loop_body_starts_;
   std::int64_t optimizer_bytes_ = 0;
+  int first_carry_ = -1;  // J20's copy of the frames argument, while held
 };
 
 }  // namespace

@@ -39,9 +39,6 @@ ReplayGraph::ReplayGraph(const CostGraph& g, bool in_loop_body)
       if (g.tensor(t).requires_grad && g.tensor(t).role == TensorRole::activation)
         has_grad[static_cast<std::size_t>(t)] = 1;
   }
-  carry.assign(n, 0);
-  for (const Op& op : ops)
-    if (op.kind == OpKind::next_input && op.inputs.size() > 1) carry[static_cast<std::size_t>(op.inputs[1])] = 1;
   local_key.assign(n, -1);
   {
     std::vector<int> first_of_step;
@@ -305,9 +302,6 @@ class Replay : MemoryMachine {
   void allocate_incoming(const Keys& keys, bool read_after_region) {
     for (TensorId t : rg_.incoming[static_cast<std::size_t>(step_)][static_cast<std::size_t>(stage_)]) {
       if (consumed_after(t, keys.hi, kNoEnd) != read_after_region) continue;
-      // J49: a carry read here gets its gradient here, not from the next step input.
-      const auto i = static_cast<std::size_t>(t);
-      if (carry_cotangent_at_end() && rg_.carry[i] && rg_.producer_key[i] != keys.self) continue;
       std::int64_t bytes = tensor(t).gradient_bytes();
       for (const auto& [u, b] : ctx_.incoming_grads)
         if (u == t) bytes = b;

@@ -133,7 +133,6 @@ struct ReplayGraph {
   bool loop_body = false;
   // That step's kept inputs are in host memory (Plan::host_offload).
   bool host_offload = false;
-  std::vector<char> carry;  // per tensor: a step's carried frames (next_input's second input)
   int stage_count = 0;      // stages of one step; the loss is stage_count
   std::vector<int> op_key;  // per op: step * (stage_count + 1) + stage (chain order)
   // Per tensor, from CostGraph::lifetime(): op_key of its producer and of

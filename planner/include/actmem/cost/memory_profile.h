@@ -147,13 +147,12 @@ struct MemoryProfile {
   // arrive, and the body holds no grid input of its own: its encoder's
   // backward assembles it again from that copy (J48).
   bool offloaded_inputs_fetched_in_activation_dtype = false;
-  // In a step-checkpointed loop body whose step inputs are in host memory
-  // the carry's cotangent is made whole at the body's end, from the pieces
-  // loop_body_holds_step_inputs holds: the next carry's step input writes
-  // no gradient of it (J49; XLA does so in every loop body read, but where
-  // the inputs stay on the device actmem's body misses as much elsewhere,
-  // not yet itemised, and keeps the early cotangent).
-  bool offloaded_carry_cotangent_at_end = false;
+  // The first step's carry, the scanned loops' copy of the frames argument
+  // (scanned_loop_holds_first_carry), is slot 0 of the forward loop's
+  // stacked step inputs: where those go to host memory (Plan::host_offload)
+  // it goes with them as the forward loop ends, and step 0's loop body
+  // brings it back as every step's body does its own (J49).
+  bool offloaded_loop_moves_first_carry_to_host = false;
   // A LayerNorm over the mesh edges, where their count is a multiple of 8,
   // keeps a copy of its input in another layout besides the input (J31).
   bool aligned_mesh_edge_norms_copy_input = false;
