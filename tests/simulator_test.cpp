@@ -535,25 +535,27 @@ TEST_SUITE("simulator") {
     // `none` rollout 2, each step checkpointed: `dynamic-slice_bitcast_fusion.
     // 34`–`.39`, six atmospheric variables' 157.83 MiB and five surface
     // ones', live from #555–572 to #1493–1502, the loss's backward). With
-    // nothing checkpointed inside the step the body peaks in the step's
-    // recomputation, with the step in one checkpoint inside it in that
-    // checkpoint's backward, after the loss's: the step's target is held
-    // twice, then once (the loops' copy).
+    // nothing checkpointed inside the step the body peaks at its loss, as
+    // its backward starts (the next step input's, before the loss's), with
+    // the step in one checkpoint inside it in that checkpoint's backward,
+    // after the loss's: the step's target is held twice, then once (the
+    // loops' copy).
     const ModelDescription m = testing::tiny_model();
-    auto targets_at_peak = [&](const char* inner, Pass pass) {
+    auto targets_at_peak = [&](const char* inner, Pass pass, const char* stage) {
       const CostGraph g = CostGraph::build(m, jax(DType::bfloat16, 2));
       Plan plan = builtin(g, inner);
       plan.step_checkpoint = true;
       const Report r = with_peak_buffers(g, plan);
       REQUIRE(r.peak_at.pass == pass);
+      REQUIRE(r.peak_at.stage == stage);
       std::vector<std::int64_t> sizes;
       for (const PeakBuffer& b : r.live_at_peak)
         if (b.tensor == "target." + std::to_string(r.peak_at.step)) sizes.push_back(b.bytes);
       return sizes;
     };
     const std::int64_t target = 2048 * 16 * 4;
-    CHECK(targets_at_peak("none", Pass::recompute) == std::vector<std::int64_t>(2, target));
-    CHECK(targets_at_peak("full", Pass::backward) == std::vector<std::int64_t>{target});
+    CHECK(targets_at_peak("none", Pass::backward, "loss") == std::vector<std::int64_t>(2, target));
+    CHECK(targets_at_peak("full", Pass::backward, "decoder") == std::vector<std::int64_t>{target});
   }
 
   TEST_CASE(
@@ -699,6 +701,30 @@ TEST_SUITE("simulator") {
     }
     CHECK(on_device_grid_inputs == 1);
     CHECK(on_device_first_carries == 1);
+  }
+
+  TEST_CASE("simulator: XLA's scanned loops hold the parameters' gradients from before the forward loop (J50)") {
+    // GraphCast's DeepMind plan at rollout 2, each step checkpointed: the
+    // entry makes a float32 buffer per parameter (`custom-call.245 =
+    // f32[1536,512]` …, #1343 on) before the forward loop (#1403) and holds
+    // them through the backward loop, whose state they are; the same without
+    // step checkpoints and offloaded. At rollout 1 a parameter's gradient is
+    // made at its first contribution.
+    const std::int64_t unused = 4 * (64 * 64 + 64 + 64 * 64 + 64 + 2 * 64);  // the decoder's mesh-node MLP
+    for (const bool step_checkpoint : {true, false}) {
+      CAPTURE(step_checkpoint);
+      for (const std::int64_t rollout : {1, 2}) {
+        CAPTURE(rollout);
+        const CostGraph g = CostGraph::build(testing::tiny_model(), jax(DType::bfloat16, rollout));
+        Plan plan = builtin(g, "none");
+        plan.step_checkpoint = step_checkpoint && rollout > 1;
+        const Report r = run_plan(g, plan, true);
+        REQUIRE_FALSE(r.timeline.empty());
+        const TimelinePoint& first = r.timeline.front();
+        CHECK(first.at.pass == Pass::forward);
+        CHECK(first.live.gradients == (rollout > 1 ? g.parameter_bytes() - unused : 0));
+      }
+    }
   }
 
   TEST_CASE("simulator: a JAX rollout without step checkpoints saves its carry in the activation dtype (J9)") {

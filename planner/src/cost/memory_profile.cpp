@@ -99,6 +99,7 @@ void jax_rules(MemoryProfile& p, DType dtype, std::int64_t batch) {
   p.scanned_loops_copy_targets = true;                       // J14, J26, J39
   p.scanned_loops_copy_forcings = dtype == DType::bfloat16;  // J39
   p.scanned_loop_holds_first_carry = true;                   // J20
+  p.scanned_loops_hold_parameter_gradients = true;           // J50
   rule(p, OpKind::gather).compiler_recomputable = true;
   rule(p, OpKind::silu).compiler_recomputable = true;
   // SiLU's derivative is applied in the fusion that makes its output's

@@ -1427,6 +1427,11 @@ void MemoryMachine::backward_op(OpId id, std::vector<int> saved, std::int64_t bl
   for (int b : saved) release(b);
 }
 
+void MemoryMachine::hold_parameter_gradient(TensorId t) {
+  param_grad_done_[static_cast<std::size_t>(t)] = 1;
+  allocate(tensor(t).bytes(), kGradients, 1, t);
+}
+
 // The gradient of one input of `op` (rule: op's): a parameter gradient, or
 // a contribution to an activation's gradient (contributions_). Returns the
 // bytes alive only inside the op (a parameter gradient being summed).
@@ -1436,8 +1441,7 @@ std::int64_t MemoryMachine::input_gradient(const Op& op, const OpMemoryRule& rul
   if (!x.requires_grad) return 0;
   if (x.role == TensorRole::parameter) {
     if (!param_grad_done_[static_cast<std::size_t>(t)]) {
-      param_grad_done_[static_cast<std::size_t>(t)] = 1;
-      allocate(x.bytes(), kGradients, 1, t);  // resident until the optimizer step
+      hold_parameter_gradient(t);
       return 0;
     }
     // Computed, then summed: in place (XLA), or out of place with old, new

@@ -262,6 +262,9 @@ class MemoryMachine {
   // that nothing reads (the one JAX's scan computes at its last step and
   // discards), which XLA's backward loop holds as its state (docs/cost-model.md J9).
   void seed_gradients(const Op& op);
+  // Parameter t's gradient, made now and resident until the optimizer step
+  // (its first contribution's buffer; later ones are summed into it).
+  void hold_parameter_gradient(TensorId t);
 
   const CostGraph& g_;
   const MemoryProfile profile_;

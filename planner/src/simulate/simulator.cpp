@@ -99,6 +99,14 @@ class Simulation : detail::MemoryMachine {
 
     begin_context(schedule_.items);
     const std::vector<int> around_loops = hold_around_scanned_loops();
+    // XLA's loops accumulate the gradients of the parameters the step reads
+    // in buffers made before the forward loop (J50).
+    if (g_.run().rollout > 1 && profile_.scanned_loops_hold_parameter_gradients)
+      for (const Op& op : g_.ops())
+        for (TensorId t : op.inputs)
+          if (const Tensor& x = g_.tensor(t);
+              x.role == TensorRole::parameter && x.requires_grad && !param_grad_done_[static_cast<std::size_t>(t)])
+            hold_parameter_gradient(t);
     forward(schedule_.items, /*saving=*/true, 0, -1, Pass::forward);
     release_first_carry_offloaded();
     r.activation_bytes_after_forward = static_.activations + live_[kActivations];

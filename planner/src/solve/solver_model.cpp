@@ -184,7 +184,10 @@ const std::vector<Item>& ChainModel::items(int step, int stage, std::int64_t blo
 
 Effect ChainModel::run(int c, int s, std::int64_t blocks, StageContext ctx, const std::vector<std::int64_t>& in) {
   const int step = class_steps_[static_cast<std::size_t>(c)];
-  ctx.first_parameter_gradients = step == steps_ - 1;
+  // The last step's backward makes the parameters' gradients, but where
+  // the loops hold them from the start (J50).
+  ctx.first_parameter_gradients =
+      step == steps_ - 1 && !(steps_ > 1 && rg_.profile.scanned_loops_hold_parameter_gradients);
   // A translate of an earlier stage replays as that stage, its context
   // moved back (when the moved context still lies within the step).
   static const StageTranslate kNone;

@@ -227,6 +227,11 @@ struct MemoryProfile {
   // step's carry (the frames argument) in the carry's dtype besides the
   // later steps' carries (J20).
   bool scanned_loop_holds_first_carry = false;
+  // A rollout XLA runs as scanned loops (rollout > 1, each step
+  // checkpointed or not) holds every parameter's float32 gradient from
+  // before its forward loop to the optimizer step: the backward loop's
+  // state accumulates them, in buffers made before the forward loop (J50).
+  bool scanned_loops_hold_parameter_gradients = false;
   // A rollout without step checkpoints runs as a scanned loop whose
   // forward stacks the linearization residuals (OpMemoryRule) of the ops
   // outside every checkpoint, once for ops that read only what every step
