@@ -101,7 +101,7 @@ class Simulation : detail::MemoryMachine {
     const std::vector<int> around_loops = hold_around_scanned_loops();
     // XLA's loops accumulate the gradients of the parameters the step reads
     // in buffers made before the forward loop (J50).
-    if (g_.run().rollout > 1 && profile_.scanned_loops_hold_parameter_gradients)
+    if (profile_.holds_parameter_gradients_through_loops(g_.run()))
       for (const Op& op : g_.ops())
         for (TensorId t : op.inputs)
           if (const Tensor& x = g_.tensor(t);

@@ -187,7 +187,7 @@ Effect ChainModel::run(int c, int s, std::int64_t blocks, StageContext ctx, cons
   // The last step's backward makes the parameters' gradients, but where
   // the loops hold them from the start (J50).
   ctx.first_parameter_gradients =
-      step == steps_ - 1 && !(steps_ > 1 && rg_.profile.scanned_loops_hold_parameter_gradients);
+      step == steps_ - 1 && !rg_.profile.holds_parameter_gradients_through_loops(graph().run());
   // A translate of an earlier stage replays as that stage, its context
   // moved back (when the moved context still lies within the step).
   static const StageTranslate kNone;

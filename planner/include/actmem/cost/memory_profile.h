@@ -246,6 +246,11 @@ struct MemoryProfile {
   bool stacks_linearization_residuals(const RunOptions& run, bool step_checkpoint) const {
     return scan_stacks_linearization_residuals && run.rollout > 1 && !step_checkpoint;
   }
+  // Whether a run's loops hold the parameters' gradients from the start
+  // (scanned_loops_hold_parameter_gradients): a rollout, under such a profile.
+  bool holds_parameter_gradients_through_loops(const RunOptions& run) const {
+    return scanned_loops_hold_parameter_gradients && run.rollout > 1;
+  }
 
   const OpMemoryRule& rule(OpKind kind) const { return rules[static_cast<int>(kind)]; }
 };
