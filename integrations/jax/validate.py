@@ -227,20 +227,23 @@ def cases() -> list[Case]:
 # Cases whose miss is understood and not yet modelled (docs/validation-jax.md):
 # they are reported, and do not fail the run.
 KNOWN_GAPS = {
-    # rollouts without step checkpoints (J11)
-    "mid none r2 bfloat16 b2": "-6.8%, under: the parameters cast inside each rollout step (DeepMind's casts) add "
-                               "3.1% to XLA's figure at batch 2 (actmem -4.0% against the program that cast them "
-                               "once); the loop's casts are not modelled. What the loop holds matches (stacks and "
-                               "hoisted residuals 29.39 GiB, actmem 29.22); the depth-first backward body holds "
-                               "more (5.3 GiB at its peak, actmem 3.1): step slices of the stacks whose last "
-                               "readers it runs late (docs/cost-model.md section 4)",
-    "graphcast-small every:4 r2 bfloat16 b1": "-13.7%, under: XLA's backward loop body holds the recomputed edge "
+    # rollouts without step checkpoints (J11): XLA orders these modules depth-first, actmem
+    # models its list order (docs/cost-model.md section 4)
+    "mid none r2 bfloat16 b2": "-6.8%, under: what the loops hold matches (stacks and hoisted residuals 29.39 "
+                               "GiB, actmem 29.22); the backward body holds more (5.38 GiB at its peak, actmem's "
+                               "step 3.07): XLA ordered the whole module depth-first (its heap simulator: list "
+                               "54.14, DFS 50.49, post-order 50.53 GiB), and that order keeps step slices of the "
+                               "stacks to readers it runs late; the list order over the same body replays to 3.47 "
+                               "GiB against its DFS order's 6.07 (list_scheduler.py). The parameters cast inside "
+                               "each step add 3.1% at batch 2 (actmem -4.0% against the program that casts once)",
+    "graphcast-small every:4 r2 bfloat16 b1": "-13.2%, under: XLA's backward loop body holds the recomputed edge "
                                               "inputs and the edge-MLP output gradients of several processor regions "
-                                              "at once, where actmem runs one region's backward after another; the "
-                                              "module is scheduled depth-first (XLA's three schedules: list 30.87, "
-                                              "DFS 28.16, post-order 28.55 GiB), the one stored case where the list "
-                                              "scheduler (J16) lost; holding region linears' output gradients to the "
-                                              "step's end gives -6.0% here but +24% to +40% on DeepMind's plans (J11)",
+                                              "at once, where actmem runs one region's backward after another; XLA "
+                                              "ordered the whole module depth-first (list 30.98, DFS 28.20, "
+                                              "post-order 28.38 GiB by its heap simulator); the list order over the "
+                                              "same body replays to 2.49 GiB (list_scheduler.py). Holding region "
+                                              "linears' output gradients to the step's end gives -6.0% here but "
+                                              "+24% to +40% on DeepMind's plans, which XLA orders by list (J11)",
 }
 
 
