@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "simulate/edge_block_backward.h"
 #include "simulate/list_scheduler.h"
@@ -225,6 +226,54 @@ TEST_CASE("edge blocks' backward: at batch 1 every block writes SiLU and keeps i
   CHECK(live_at_peak(true, false).second != xla);
   CHECK(live_at_peak(false, true).second != xla);
   CHECK(live_at_peak(true, true).second == xla);
+}
+
+// In a scanned rollout's loop body at batch 2 the block the backward reaches
+// first writes h alone (docs/cost-model.md J51): graphcast-small's decoder
+// (195,480 edges, 10,242 mesh and 65,160 grid nodes, rows × 2) in 2 blocks,
+// `deepmind:2`, each step checkpointed, rollout 4 (`remat_trace.py --model
+// graphcast-small --plan-spec deepmind:2 --rollout 4 --step-checkpoint
+// --batch 2`, 19 s). XLA's loop body runs that block's recomputation and
+// backward first (`fusion.6136`, h alone, #1725; its first-weight partial
+// `fusion.6143` frees its gathers and edge slice, #1745), then the other
+// block's (`fusion.6129`, the pair, #1747), and peaks at that one's norm
+// backward (#1764 `fusion.6134`) holding 11 block buffers of 190.91 MiB:
+// the second block's gathers (`copy.4288`, `copy.4289`), edge slice
+// (`slice.1691`), h and SiLU, norm input (`convert_reduce_fusion.360`) and
+// its gradient, output-gradient slice (`split.1556`), and of the first
+// block h (read by the Adam update, which computes its second-weight
+// product), the norm's input gradient (`fusion.6141`), h's gradient
+// (`fusion.6142`) and the first-weight partial (`fusion.6143`, 1.5 MiB).
+TEST_CASE("edge blocks' backward: in a loop body at batch 2 the block reached first writes h alone (J51)") {
+  using V = EdgeBlockValue;
+  auto live_at_peak = [](bool updated_block_writes_hidden_alone) {
+    EdgeBlockSizes s = decoder(195480 * 2, 10242 * 2, 65160 * 2, 2);
+    s.receivers_copy = s.receivers;
+    s.every_block_writes_silu = true;
+    s.updated_block_writes_hidden_alone = updated_block_writes_hidden_alone;
+    const EdgeBlockPeak peak = edge_block_backward(s).peak;
+    std::vector<std::pair<V, int>> live;
+    for (const EdgeBlockPeak::Live& l : peak.live)
+      if (l.block >= 0 && l.value != V::norm_statistics) live.emplace_back(l.value, l.block);
+    std::sort(live.begin(), live.end());
+    return std::tuple{peak.step, peak.block, live};
+  };
+  // Block 0 is the one the backward reaches last, block 1 the first.
+  std::vector<std::pair<V, int>> xla{
+      {V::hidden, 1}, {V::pre_norm_gradient, 1}, {V::hidden_gradient, 1}, {V::first_weight_partial, 1}};
+  for (V value : {V::gathered_senders, V::gathered_receivers, V::edge_slice, V::hidden, V::silu, V::pre_norm,
+                  V::pre_norm_gradient, V::output_gradient_slice})
+    xla.emplace_back(value, 0);
+  std::sort(xla.begin(), xla.end());
+  const auto [step, block, live] = live_at_peak(true);
+  CHECK(step == EdgeBlockStep::norm_backward);
+  CHECK(block == 0);
+  CHECK(live == xla);
+  // With J28 alone the block reached first keeps SiLU to the update, and
+  // the blocks peak at that block's own norm backward.
+  const auto [step28, block28, live28] = live_at_peak(false);
+  CHECK(block28 == 1);
+  CHECK(std::count(live28.begin(), live28.end(), std::pair{V::silu, 1}) == 1);
 }
 
 // In a step-checkpointed loop body whose step inputs are in host memory,

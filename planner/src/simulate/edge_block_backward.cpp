@@ -144,7 +144,9 @@ EdgeBlockBackward schedule_edge_blocks(const EdgeBlockSizes& s) {
     m.hidden = g.buffer(z.hidden, V::hidden, b);
     std::vector<int> first_linear{m.hidden};
     m.silu = m.hidden;
-    if (b == 0 || s.every_block_writes_silu) first_linear.push_back(m.silu = g.buffer(z.silu, V::silu, b));
+    const bool updated_block = blocks > 1 && b == blocks - 1;
+    if ((b == 0 || s.every_block_writes_silu) && !(updated_block && s.updated_block_writes_hidden_alone))
+      first_linear.push_back(m.silu = g.buffer(z.silu, V::silu, b));
     g.instruction(S::first_linear, b, first_linear, {m.gathered_senders, m.gathered_receivers, m.edge_slice});
     m.pre_norm = g.buffer(z.pre_norm, V::pre_norm, b);
     m.statistics = g.buffer(z.norm_statistics, V::norm_statistics, b);
@@ -252,7 +254,8 @@ std::vector<std::int64_t> key_of(const EdgeBlockSizes& s) {
                          s.edges_held, s.receivers_are_senders, s.senders_copy, s.receivers_copy, s.sender_gradient,
                          s.receiver_gradient, s.edge_gradient, s.sender_gradient_exists, s.receiver_gradient_exists,
                          s.edge_gradient_exists, s.first_weight_partial, s.second_weight_partial});
-  key.insert(key.end(), {s.every_block_writes_silu, s.partials_after_next_block, s.recomputations_first});
+  key.insert(key.end(), {s.every_block_writes_silu, s.updated_block_writes_hidden_alone, s.partials_after_next_block,
+                         s.recomputations_first});
   for (EdgeBlockValue v : s.compiler_recomputable) key.push_back(static_cast<std::int64_t>(v));
   return key;
 }

@@ -86,6 +86,9 @@ struct EdgeBlockSizes {
   // second weight gradient reads it (J28); false: only the block the
   // backward reaches last writes it.
   bool every_block_writes_silu = false;
+  // The block the backward reaches first, whose second-weight product the
+  // Adam update computes, writes h alone and the update reads h (J51).
+  bool updated_block_writes_hidden_alone = false;
   // A block's first-weight partial waits for the next block's second-linear
   // backward (J30).
   bool partials_after_next_block = false;

@@ -1211,6 +1211,7 @@ bool MemoryMachine::sample_xla_blocked_backward(const Item& item) {
   s.edges_held = held_past_blocks(edges, item);
   s.receivers_are_senders = current(senders) == current(receivers);
   s.every_block_writes_silu = profile_.every_edge_block_writes_silu;
+  s.updated_block_writes_hidden_alone = profile_.loop_body_updated_edge_block_writes_hidden_alone && in_loop_body_;
   s.partials_after_next_block = profile_.edge_block_partials_after_next_block;
   s.recomputations_first = profile_.offloaded_step_blocks_recomputed_first && in_offloaded_body();
   // At batch > 1 XLA:TPU lays the grid nodes' features out batch-major and

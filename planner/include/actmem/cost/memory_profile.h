@@ -133,6 +133,10 @@ struct MemoryProfile {
   // SiLU's output beside h, and the second weight gradient reads it (J28);
   // false: only the block the backward reaches last.
   bool every_edge_block_writes_silu = false;
+  // Edge blocks in a scanned rollout's loop body: the block whose
+  // second-weight product the Adam update computes (the first reached)
+  // writes h alone, the update recomputing SiLU from h (J51).
+  bool loop_body_updated_edge_block_writes_hidden_alone = false;
   // Edge blocks: a block's partial first-weight gradient is made after the
   // next block's second-linear backward (J30).
   bool edge_block_partials_after_next_block = false;
