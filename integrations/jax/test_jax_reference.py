@@ -616,6 +616,28 @@ def test_a_loop_body_s_parameter_cut_at_the_log_s_line_limit_is_read_as_a_parame
     assert ls.dfs_schedule(graph) == ["arg", "g", "n"] and ls.replay(graph, ["arg", "g", "n"]) == (32, 2)
 
 
+def test_schedules_reads_xla_s_three_module_figures_and_its_choice():
+    import schedules
+    log = ("I1206 hlo_memory_scheduler.cc:600] Min-memory list sequence: 27.16GiB\n"
+           "I1206 hlo_memory_scheduler.cc:606] Min-memory dfs sequence: 25.31GiB\n"
+           "I1206 hlo_memory_scheduler.cc:612] Min-memory post order sequence: 25.35GiB\n"
+           "I1206 hlo_memory_scheduler.cc:619] Chose min-memory dfs sequence: 25.31GiB\n")
+    assert schedules.schedules(log) == ({"list": "27.16GiB", "dfs": "25.31GiB", "post order": "25.35GiB"}, "dfs")
+    with pytest.raises(judge.UsageError, match="hlo_memory_scheduler=2"):
+        schedules.schedules(log.splitlines()[-1])
+
+
+@needs_jax
+def test_xla_orders_an_unstepped_rollout_with_its_encoder_outside_checkpoints_depth_first(capsys):
+    """The split docs/cost-model.md section 4 states and `simulate`'s note repeats: `mid` with no
+    checkpoints at rollout 2 is the one module of the two that XLA orders depth-first (seconds)."""
+    import schedules
+    assert schedules.main(["--only", "mid none r2 bfloat16 b1"]) == 0
+    assert schedules.main(["--only", "mid deepmind:4 r2 bfloat16 b1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("XLA kept dfs") and lines[1].endswith("XLA kept list"), lines
+
+
 def test_list_scheduler_without_the_printed_module_is_a_one_line_error(tmp_path, capsys):
     import list_scheduler as ls
     log = tmp_path / "tpu.INFO"

@@ -209,6 +209,11 @@ def cases() -> list[Case]:
     # predicted before measured)
     spec += (("mid", "offloaded-blocks", 2, False, "bfloat16", 1), ("mid", "offloaded-blocks", 4, False, "bfloat16", 1),
              ("mid", "offloaded-region-blocks", 2, False, "bfloat16", 1))
+    # rollouts without step checkpoints with one of the encoder and decoder
+    # outside every checkpoint, the other inside: XLA orders these modules in
+    # post-order, neither list nor depth-first (schedules.py; added
+    # 2026-12-06, predicted before measured)
+    spec += (("mid", "encoder-region", 2, False, "bfloat16", 1), ("mid", "decoder-region", 2, False, "bfloat16", 1))
     out = [Case(f"{m} {p} r{r}{' step' if sc else ''} {d} b{b}", m, p, d, b, r, sc) for m, p, r, sc, d, b in spec]
     for plan, rollout, step_ckpt, dtype, batch in (("none", 1, False, "bfloat16", 1),
                                                    ("nested", 2, True, "bfloat16", 1),

@@ -63,8 +63,19 @@ no_note() {
 no_note "JAX on a TPU" --device tpu-v4
 # A JAX rollout without step checkpoints was measured farther from XLA than
 # 5%, and the text says so; with each step checkpointed, or at rollout 1, not.
+# XLA orders it depth-first where the encoder and decoder are outside every
+# checkpoint (actmem under), in post-order where one of them is, by its list
+# scheduler where both are inside (integrations/jax/schedules.py).
 "$actmem" simulate --model "$work/tiny.json" --device tpu-v4 --rollout 2 |
-  grep -q "^note: a JAX rollout without step checkpoints" || fail "no note for an unstepped JAX rollout"
+  grep -q "^note: a JAX rollout without step checkpoints, its encoder and decoder outside every checkpoint: XLA orders such a program depth-first" ||
+  fail "no depth-first note for an unstepped JAX rollout without checkpoints"
+echo '{"checkpoints": [{"from": "encoder", "to": "processor.3"}]}' >"$work/encoder-region.json"
+"$actmem" simulate --model "$work/tiny.json" --device tpu-v4 --rollout 2 --plan "$work/encoder-region.json" |
+  grep -q "^note: a JAX rollout without step checkpoints, its encoder or decoder outside every checkpoint: XLA orders such a program in post-order" ||
+  fail "no post-order note for an unstepped JAX rollout with the decoder outside every checkpoint"
+"$actmem" simulate --model "$work/tiny.json" --device tpu-v4 --rollout 2 --plan deepmind |
+  grep -q "^note: a JAX rollout without step checkpoints: against XLA:TPU actmem was 0.5% to 2.5% over" ||
+  fail "no list-order note for an unstepped JAX rollout under DeepMind's plan"
 echo '{"checkpoints": [], "step_checkpoint": true}' >"$work/stepped.json"
 no_note "a step-checkpointed JAX rollout" --device tpu-v4 --rollout 2 --plan "$work/stepped.json"
 no_note "a PyTorch rollout" --device tpu-v4 --rollout 2 --framework pytorch
