@@ -1,7 +1,8 @@
 #include "report_text.h"
 
-#include <fmt/format.h>
 #include <algorithm>
+
+#include <fmt/format.h>
 
 #include "actmem/util/units.h"
 

@@ -96,6 +96,7 @@ void jax_rules(MemoryProfile& p, DType dtype, std::int64_t batch) {
 
   // Read off batch 2 (J28 holds there but for this block).
   p.loop_body_updated_edge_block_writes_hidden_alone = !one_sample;  // J51
+
   p.step_checkpoint_scanned = true;
   // Read off bfloat16 modules (J19); no float32 module was read for it.
   p.grid_input_held_through_step = dtype == DType::bfloat16;
