@@ -65,6 +65,16 @@ EdgeBlockSizes decoder(std::int64_t edges, std::int64_t mesh, std::int64_t grid,
   return s;
 }
 
+// The blocks' own buffers live at `peak` (value, block), sorted; the
+// norms' float32 statistics (a float a row) only where `statistics`.
+std::vector<std::pair<EdgeBlockValue, int>> block_values(const EdgeBlockPeak& peak, bool statistics) {
+  std::vector<std::pair<EdgeBlockValue, int>> live;
+  for (const EdgeBlockPeak::Live& l : peak.live)
+    if (l.block >= 0 && (statistics || l.value != EdgeBlockValue::norm_statistics)) live.emplace_back(l.value, l.block);
+  std::sort(live.begin(), live.end());
+  return live;
+}
+
 }  // namespace
 
 // XLA's own figures: the rise of memory over the decoder's blocked backward
@@ -203,11 +213,7 @@ TEST_CASE("edge blocks' backward: at batch 1 every block writes SiLU and keeps i
     s.every_block_writes_silu = every_block_writes_silu;
     s.partials_after_next_block = partials_after_next_block;
     const EdgeBlockPeak peak = edge_block_backward(s).peak;
-    std::vector<std::pair<V, int>> live;
-    for (const EdgeBlockPeak::Live& l : peak.live)
-      if (l.block >= 0) live.emplace_back(l.value, l.block);
-    std::sort(live.begin(), live.end());
-    return std::pair{peak.step, live};
+    return std::pair{peak.step, block_values(peak, true)};
   };
   // Block 0 is the one the backward reaches last, block 1 the first.
   std::vector<std::pair<V, int>> xla{{V::hidden, 0},
@@ -252,11 +258,7 @@ TEST_CASE("edge blocks' backward: in a loop body at batch 2 the block reached fi
     s.every_block_writes_silu = true;
     s.updated_block_writes_hidden_alone = updated_block_writes_hidden_alone;
     const EdgeBlockPeak peak = edge_block_backward(s).peak;
-    std::vector<std::pair<V, int>> live;
-    for (const EdgeBlockPeak::Live& l : peak.live)
-      if (l.block >= 0 && l.value != V::norm_statistics) live.emplace_back(l.value, l.block);
-    std::sort(live.begin(), live.end());
-    return std::tuple{peak.step, peak.block, live};
+    return std::tuple{peak.step, peak.block, block_values(peak, false)};
   };
   // Block 0 is the one the backward reaches last, block 1 the first.
   std::vector<std::pair<V, int>> xla{
@@ -294,11 +296,7 @@ TEST_CASE("edge blocks' backward: an offloaded loop body recomputes every block 
   auto block_values_at_peak = [&](bool recomputations_first) {
     s.recomputations_first = recomputations_first;
     const EdgeBlockPeak peak = edge_block_backward(s).peak;
-    std::vector<std::pair<V, int>> live;
-    for (const EdgeBlockPeak::Live& l : peak.live)
-      if (l.block >= 0 && l.value != V::norm_statistics) live.emplace_back(l.value, l.block);
-    std::sort(live.begin(), live.end());
-    return std::pair{peak.step, live};
+    return std::pair{peak.step, block_values(peak, false)};
   };
   std::vector<std::pair<V, int>> xla;
   for (V each : {V::output_gradient_slice, V::gathered_senders, V::gathered_receivers, V::edge_slice, V::hidden,
