@@ -307,7 +307,7 @@ def dfs_schedule(graph: BufferGraph) -> list[str]:
             continue
         users = len(graph.users[i.name])
         extra[i.name] = users - 1 if users else 0
-        # the scheduler's own size: every buffer the instruction defines, parameters' too
+        # the scheduler's own size: every buffer the instruction defines, a tuple's index table too
         total[i.name] = sum(graph.size[b] for b in graph.defined[i.name])
         cumulative += total[i.name]
         for o in dict.fromkeys(i.operands):
