@@ -26,6 +26,7 @@ import tempfile
 
 import judge
 import validate
+from validation_store import read_results  # noqa: E402  (on the path validate.py sets)
 
 FIGURE = re.compile(r"\] Min-memory (list|dfs|post order) sequence: (\S+)$", re.M)
 CHOSEN = re.compile(r"\] Chose min-memory (\S+) sequence", re.M)
@@ -52,11 +53,7 @@ def main(argv=None) -> int:
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
         judge.require_packages(["tpu-v4"])
-        stored = {}
-        with open(validate.STORED_RESULTS) as f:
-            for line in f:
-                r = json.loads(line)
-                stored[r["case"]["name"]] = r
+        stored = {r["case"]["name"]: r for r in read_results(validate.STORED_RESULTS)}
         chosen = [c for c in validate.cases() if args.only in c.name and c.name in stored]
         if not chosen:
             raise judge.UsageError(f"--only: no stored case's name contains '{args.only}'")
@@ -70,7 +67,7 @@ def main(argv=None) -> int:
             if args.out:
                 with open(args.out, "a") as f:
                     f.write(json.dumps({"case": case.name, "figures": figures, "kept": kept}) + "\n")
-    except (judge.UsageError, OSError) as e:
+    except (judge.UsageError, OSError, ValueError) as e:
         print(f"actmem-jax: error: {e}", file=sys.stderr)
         return 2
     return 0
