@@ -628,7 +628,7 @@ def test_schedules_reads_xla_s_three_module_figures_and_its_choice():
 
 
 @needs_jax
-def test_xla_orders_an_unstepped_rollout_with_its_encoder_outside_checkpoints_depth_first(capsys):
+def test_xla_orders_an_unstepped_rollout_with_encoder_and_decoder_outside_checkpoints_depth_first(capsys):
     """The split docs/cost-model.md section 4 states and `simulate`'s note repeats: `mid` with no
     checkpoints at rollout 2 is the one module of the two that XLA orders depth-first (seconds)."""
     import schedules
