@@ -102,7 +102,7 @@ void print_peak(const Report& r) {
 }
 
 void print_text_answer(const FitAnswer& a, const RunSetup& setup) {
-  std::cout << describe_run(a.graph, a.device) << describe_profile_caveat(a.graph, a.device);
+  std::cout << describe_run(a.graph, a.device) << describe_notes(a.solution.report);
   if (a.headroom > 0)
     std::cout << fmt::format("headroom: {} of the {} budget kept free (--headroom); plans must fit in {}\n",
                              setup.headroom->describe(a.budget + a.headroom), format_bytes(a.budget + a.headroom),

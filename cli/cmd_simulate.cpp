@@ -52,8 +52,8 @@ int run_simulate(const Args& args) {
     if (peak_buffers > 0) out["live_at_peak"] = to_json(report.live_at_peak);
     print_json(out);
   } else {
-    std::cout << describe_run(graph, device) << describe_profile_caveat(graph, device)
-              << describe_plan_caveat(graph, plan) << "plan: " << describe(plan, graph.stages()) << "\n\n"
+    std::cout << describe_run(graph, device) << describe_notes(report) << "plan: " << describe(plan, graph.stages())
+              << "\n\n"
               << describe_report(report);
     if (peak_buffers > 0) std::cout << describe_peak_buffers(report.live_at_peak);
   }

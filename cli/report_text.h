@@ -12,12 +12,9 @@ namespace actmem::cli {
 
 // "model graphcast (36.3M parameters), jax bfloat16, batch 1, rollout 1, on tpu-v4 (32.00 GiB)\n"
 std::string describe_run(const CostGraph& graph, const Device& device);
-// A "note:" line where the memory profile was not validated for the run's
-// device (JAX on a GPU); empty otherwise.
-std::string describe_profile_caveat(const CostGraph& graph, const Device& device);
-// A "note:" line where the plan is of a kind whose figure was measured off
-// by more than 5% (JAX rollouts without step checkpoints); empty otherwise.
-std::string describe_plan_caveat(const CostGraph& graph, const Plan& plan);
+// A "note:" line per Report::notes (accuracy_notes.h): where the run is of
+// a kind measured further from the framework's figure than usual.
+std::string describe_notes(const Report& report);
 
 // Peak against budget, the breakdown, where the peak is, FLOPs and time.
 std::string describe_report(const Report& report);

@@ -44,6 +44,14 @@ std::string card(std::string_view key, std::string_view value, std::string_view 
                      escape(value));
 }
 
+// Report::notes, one paragraph each: where the kind of run was measured
+// further from the framework's figure than usual.
+std::string notes(const Report& r) {
+  std::string html;
+  for (const std::string& note : r.notes) html += "<p class=\"sub\">note: " + escape(note) + "</p>\n";
+  return html;
+}
+
 std::string summary(const ReportFigures& f) {
   const Report& r = f.report;
   std::string where = fmt::format("{} pass, {}{}", to_string(r.peak_at.pass), r.peak_at.stage,
@@ -55,7 +63,9 @@ std::string summary(const ReportFigures& f) {
               format_bytes(r.fits ? r.budget_bytes - r.peak_bytes : r.peak_bytes - r.budget_bytes)) +
          card("peak at", where) + card("recompute", fmt::format("+{:.1f}% FLOPs", 100.0 * r.recompute_overhead())) +
          card("step time (roofline)", format_seconds(r.step_time_s)) + "</div>\n" +
-         fmt::format("<p class=\"sub\">plan ({}): {}</p>\n", escape(f.plan_origin), escape(describe(f.plan, f.stages)));
+         fmt::format("<p class=\"sub\">plan ({}): {}</p>\n", escape(f.plan_origin),
+                     escape(describe(f.plan, f.stages))) +
+         notes(r);
 }
 
 std::string marks_table(const ReportFigures& f) {

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "actmem/model/device.h"
+#include "actmem/simulate/report.h"
 #include "actmem/simulate/simulator.h"
 #include "actmem/util/error.h"
 #include "test_models.h"
@@ -1361,5 +1362,52 @@ TEST_SUITE("simulator") {
     CHECK(stage == "encoder");
     CHECK(unplanned == 2 * m.processor_steps);
     CHECK(held(builtin(g, "full")).second == 0);
+  }
+
+  TEST_CASE("simulator: a report's notes say where the kind of run was measured off by more than usual") {
+    // docs/validation-jax.md: JAX on a GPU (the profile is XLA:TPU's) and a
+    // JAX rollout without step checkpoints, with which of XLA's orders
+    // applies (integrations/jax/schedules.py); nothing for a PyTorch run or a
+    // JAX one validated within 5%. The JSON report carries the same notes.
+    const Device tpu = load_device("tpu-v4"), gpu = load_device("h200-141gb");
+    const auto notes = [](const CostGraph& g, const Device& d, const Plan& plan) {
+      return simulate(g, d, d.memory_bytes, plan).notes;
+    };
+    const auto starts = [](const std::string& note, std::string_view prefix) { return note.starts_with(prefix); };
+
+    const CostGraph one = CostGraph::build(testing::tiny_model(), jax(DType::bfloat16));
+    CHECK(notes(one, tpu, builtin(one, "none")).empty());
+    const std::vector<std::string> on_gpu = notes(one, gpu, builtin(one, "none"));
+    REQUIRE(on_gpu.size() == 1);
+    CHECK(starts(on_gpu[0], "actmem's JAX profile is XLA:TPU's"));
+    CHECK(to_json(simulate(one, gpu, gpu.memory_bytes, builtin(one, "none")))["notes"] == on_gpu);
+
+    const CostGraph two = CostGraph::build(testing::tiny_model(), jax(DType::bfloat16, 2));
+    const auto rollout_note = [&](Plan plan) {
+      const std::vector<std::string> n = notes(two, tpu, plan);
+      REQUIRE(n.size() <= 1);
+      return n.empty() ? std::string() : n[0];
+    };
+    CHECK(starts(rollout_note(builtin(two, "none")),
+                 "a JAX rollout without step checkpoints, its encoder and decoder "
+                 "outside every checkpoint: XLA orders such a program depth-first"));
+    const int last_processor = static_cast<int>(two.chain().size()) - 2;
+    Plan encoder_region = builtin(two, "none");
+    encoder_region.checkpoints.push_back(Region{0, last_processor, {}});
+    CHECK(starts(rollout_note(encoder_region),
+                 "a JAX rollout without step checkpoints, its encoder or decoder outside "
+                 "every checkpoint: XLA orders such a program in post-order"));
+    CHECK(starts(rollout_note(builtin(two, "full")), "a JAX rollout without step checkpoints: against XLA:TPU"));
+    Plan stepped = builtin(two, "none");
+    stepped.step_checkpoint = true;
+    CHECK(rollout_note(stepped).empty());
+    CHECK(notes(two, gpu, builtin(two, "full")).size() == 2);
+
+    const CostGraph pytorch = CostGraph::build(testing::tiny_model(), [] {
+      RunOptions run = pytorch_float32();
+      run.rollout = 2;
+      return run;
+    }());
+    CHECK(notes(pytorch, gpu, builtin(pytorch, "none")).empty());
   }
 }

@@ -111,6 +111,16 @@ def test_simulate_builtin_plans_and_timeline():
     assert deepmind["plan"]["edge_blocks"] == {"encoder": 4, "decoder": 4}
 
 
+def test_simulate_notes_say_where_a_run_was_measured_off_by_more_than_usual():
+    # The notes `actmem simulate` prints (docs/api.md): JAX read for a GPU, a
+    # JAX rollout without step checkpoints; none for a validated run.
+    assert actmem.simulate("graphcast-small", "tpu-v4")["notes"] == []
+    [gpu] = actmem.simulate("graphcast-small", "h200-141gb")["notes"]
+    assert gpu.startswith("actmem's JAX profile is XLA:TPU's")
+    [rollout] = actmem.simulate("graphcast-small", "tpu-v4", rollout=2, plan="none")["notes"]
+    assert "XLA orders such a program depth-first" in rollout
+
+
 def test_autocast_picks_whose_lists_a_pytorch_bfloat16_step_follows():
     # CUDA's autocast runs LayerNorm in float32, so every latent is float32:
     # a region keeps what it keeps in float32; CPU's keeps them in bfloat16.

@@ -19,6 +19,11 @@ done
 python3 "$(dirname "$0")/report_check.py" "$work/report.html" "$work/sim.json" "$work/plan.json" "$work/sweep.json" \
   "$work/none.json" "$work/full.json" "$work/timeline.csv" || fail "the report's figures differ from the CLI's"
 
+# The report's notes (Report::notes) are in the page: JAX read for a GPU.
+"$actmem" report --model graphcast-small --device h200-141gb -o "$work/gpu.html" --quiet || fail "report on a GPU: $?"
+grep -q '<p class="sub">note: actmem&#39;s JAX profile is XLA:TPU&#39;s' "$work/gpu.html" || fail "no note in the GPU report"
+! grep -q '>note: ' "$work/report.html" || fail "a note in the TPU report"
+
 # --svg: the timeline alone, a file of its own with the same figures.
 head -1 "$work/timeline.svg" | grep -q '^<?xml' || fail "timeline.svg has no XML declaration"
 peak=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["peak_bytes"])' "$work/sim.json")

@@ -61,6 +61,12 @@ no_note() {
 "$actmem" simulate --model "$work/tiny.json" --device h200-141gb | grep -q "^note: actmem's JAX profile is XLA:TPU's" ||
   fail "no note for JAX on a GPU"
 no_note "JAX on a TPU" --device tpu-v4
+# The JSON report carries the same notes, for a scheduler that reads it.
+notes() { "$actmem" simulate --model "$work/tiny.json" --json "$@" | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["notes"]))'; }
+notes --device h200-141gb | grep -q "^\[\"actmem's JAX profile is XLA:TPU's" || fail "no JSON note for JAX on a GPU: $(notes --device h200-141gb)"
+[ "$(notes --device tpu-v4)" = "[]" ] || fail "a JSON note for JAX on a TPU: $(notes --device tpu-v4)"
+"$actmem" fit --model "$work/tiny.json" --device h200-141gb | grep -q "^note: actmem's JAX profile is XLA:TPU's" ||
+  fail "fit prints no note for JAX on a GPU"
 # A JAX rollout without step checkpoints was measured farther from XLA than
 # 5%, and the text says so; with each step checkpointed, or at rollout 1, not.
 # XLA orders it depth-first where the encoder and decoder are outside every

@@ -27,6 +27,7 @@
 #include "actmem/plan/exports.h"
 #include "actmem/plan/plan_document.h"
 #include "actmem/plan/plan_json.h"
+#include "actmem/simulate/accuracy_notes.h"
 #include "actmem/simulate/plan.h"
 #include "actmem/simulate/report.h"
 #include "actmem/simulate/simulator.h"

@@ -42,7 +42,8 @@ nlohmann::json to_json(const Report& r) {
                      {"recompute_flops", r.recompute_flops},
                      {"recompute_overhead", r.recompute_overhead()},
                      {"step_time_s", r.step_time_s},
-                     {"peak_at", to_json(r.peak_at)}};
+                     {"peak_at", to_json(r.peak_at)},
+                     {"notes", r.notes}};
   return out;
 }
 

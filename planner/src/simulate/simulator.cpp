@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "actmem/simulate/accuracy_notes.h"
 #include "actmem/util/error.h"
 #include "actmem/util/limits.h"
 
@@ -261,13 +262,19 @@ class Simulation : detail::MemoryMachine {
 Report simulate(const CostGraph& graph, const Device& device, std::int64_t budget_bytes, const Plan& plan,
                 const SimulationOptions& options) {
   validate(plan, graph.chain());
-  if (!options.record_peak_buffers) return Simulation(graph, device, plan, options).run(budget_bytes);
-  // The peak rises at most samples, and listing the live buffers at each
-  // rise cost O(ops²) (100 s at GraphCast rollout 100): the first run finds
-  // the sample of the peak, the second, the same run, lists the buffers there.
-  Simulation first(graph, device, plan, options);
-  first.run(budget_bytes);
-  return Simulation(graph, device, plan, options, first.peak_sample()).run(budget_bytes);
+  Report report;
+  if (!options.record_peak_buffers) {
+    report = Simulation(graph, device, plan, options).run(budget_bytes);
+  } else {
+    // The peak rises at most samples, and listing the live buffers at each
+    // rise cost O(ops²) (100 s at GraphCast rollout 100): the first run finds
+    // the sample of the peak, the second, the same run, lists the buffers there.
+    Simulation first(graph, device, plan, options);
+    first.run(budget_bytes);
+    report = Simulation(graph, device, plan, options, first.peak_sample()).run(budget_bytes);
+  }
+  report.notes = accuracy_notes(graph, device, plan);
+  return report;
 }
 
 namespace detail {

@@ -74,6 +74,9 @@ struct Report {
   StepLocation peak_at;
   std::vector<TimelinePoint> timeline;   // filled only when asked for
   std::vector<PeakBuffer> live_at_peak;  // largest first; filled only when asked for
+  // Where this kind of run was measured further from the framework's own
+  // figure than usual, what was measured (accuracy_notes.h); empty otherwise.
+  std::vector<std::string> notes;
 
   // Recompute FLOPs as a fraction of forward + backward FLOPs.
   double recompute_overhead() const {
