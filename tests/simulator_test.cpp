@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "actmem/model/device.h"
 #include "actmem/simulate/report.h"
 #include "actmem/simulate/simulator.h"
 #include "actmem/util/error.h"
+#include "simulate/xla_module_order.h"
 #include "test_models.h"
 
 using namespace actmem;
@@ -1362,6 +1364,86 @@ TEST_SUITE("simulator") {
     CHECK(stage == "encoder");
     CHECK(unplanned == 2 * m.processor_steps);
     CHECK(held(builtin(g, "full")).second == 0);
+  }
+
+  TEST_CASE(
+      "simulator: where XLA orders a JAX rollout depth-first, the loop body's parameter gradients come last "
+      "(J52)") {
+    // Both grid roles outside every checkpoint: XLA keeps its depth-first
+    // order, whose backward loop body computes every parameter gradient
+    // after the step's input gradients. An MLP's input gradient, whose part
+    // for a hoisted embedding's output only that embedding's parameter
+    // gradients read, is held whole to the end of the step's backward (the
+    // grid2mesh, mesh2grid and mesh edge embeddings', the mesh node
+    // embedding's), and the linears inside checkpoints hold their output
+    // gradients as those outside do (J11).
+    const ModelDescription m = testing::tiny_model();
+    const CostGraph g = CostGraph::build(m, jax(DType::bfloat16, 2));
+    const int processor0 = 2, decoder = processor0 + static_cast<int>(m.processor_steps);
+    REQUIRE(g.chain()[static_cast<std::size_t>(decoder)].role == StageRole::decoder);
+    Plan depth_first = builtin(g, "none");
+    for (int s = processor0; s < decoder; ++s) depth_first.checkpoints.push_back(Region{s, s, {}});
+    struct Held {
+      std::set<std::string> wholes;
+      int checkpointed_linears = 0;
+    };
+    const auto held = [&](const Plan& plan) {
+      const Report r = with_peak_buffers(g, plan);
+      CHECK(r.peak_at.pass == Pass::backward);
+      Held h;
+      for (const PeakBuffer& b : r.live_at_peak) {
+        if (b.category != "gradients" || !b.tensor.starts_with("step1.")) continue;
+        if (b.tensor.ends_with("_input") && b.tensor != "step1.loss.next_input") h.wholes.insert(b.tensor);
+        if (b.tensor.starts_with("step1.processor.") && (b.tensor.find(".edge_mlp.linear") != std::string::npos ||
+                                                         b.tensor.find(".edge_mlp.silu") != std::string::npos))
+          ++h.checkpointed_linears;
+      }
+      return h;
+    };
+    const Held dfs = held(depth_first);
+    CHECK(dfs.wholes == std::set<std::string>{"step1.decoder.edge_input", "step1.encoder.edge_input",
+                                              "step1.encoder.mesh_node_input", "step1.processor.0.edge_input"});
+    CHECK(dfs.checkpointed_linears == 2 * m.processor_steps);
+  }
+
+  TEST_CASE(
+      "simulator: under JAX float32 a rollout without step checkpoints stacks its linears' inputs in bfloat16 (J53)") {
+    // XLA:TPU's matmuls read float32 in bfloat16 at their default
+    // precision, and XLA converts a linear's input before the forward loop
+    // stacks it; a hoisted op's residual keeps float32. tiny: the decoder's
+    // edge-MLP input is 6000 edges × 192, its edge embedding's hidden layer
+    // (hoisted, the second linear's input) 6000 × 64.
+    const CostGraph g = CostGraph::build(testing::tiny_model(), jax(DType::float32, 2));
+    std::map<std::string, std::int64_t> stacked;
+    for (const PeakBuffer& b : with_peak_buffers(g, builtin(g, "none")).live_at_peak)
+      if (b.tensor.starts_with("residuals stacked by ")) stacked[b.tensor.substr(21)] = b.bytes;
+    CHECK(stacked["step0.decoder.edge_mlp.linear0"] == 6000 * 192 * 2);
+    CHECK(stacked["step1.decoder.edge_mlp.linear0"] == 6000 * 192 * 2);
+    CHECK(stacked["step0.decoder.edge_embed.linear1"] == 6000 * 64 * 4);
+    CHECK(stacked.count("step1.decoder.edge_embed.linear1") == 0);  // hoisted: stacked once
+  }
+
+  TEST_CASE("simulator: which of its orders XLA keeps follows from the plan (J16, J52)") {
+    // integrations/jax/schedules.py over 76 cases: depth-first where a
+    // rollout without step checkpoints leaves the encoder and decoder
+    // outside every checkpoint, post-order where it leaves one of them,
+    // else the list order.
+    const CostGraph one = CostGraph::build(testing::tiny_model(), jax(DType::bfloat16));
+    const CostGraph two = CostGraph::build(testing::tiny_model(), jax(DType::bfloat16, 2));
+    using detail::XlaModuleOrder;
+    CHECK(detail::xla_module_order(one, builtin(one, "none")) == XlaModuleOrder::list);
+    CHECK(detail::xla_module_order(two, builtin(two, "none")) == XlaModuleOrder::depth_first);
+    Plan stepped = builtin(two, "none");
+    stepped.step_checkpoint = true;
+    CHECK(detail::xla_module_order(two, stepped) == XlaModuleOrder::list);
+    const int decoder = static_cast<int>(two.chain().size()) - 1;
+    for (const Region& region : {Region{0, 0, {}}, Region{decoder, decoder, {}}}) {
+      Plan one_outside = builtin(two, "none");
+      one_outside.checkpoints.push_back(region);
+      CHECK(detail::xla_module_order(two, one_outside) == XlaModuleOrder::post_order);
+    }
+    CHECK(detail::xla_module_order(two, builtin(two, "full")) == XlaModuleOrder::list);
+    CHECK(detail::xla_module_order(two, builtin(two, "deepmind")) == XlaModuleOrder::list);
   }
 
   TEST_CASE("simulator: a report's notes say where the kind of run was measured off by more than usual") {

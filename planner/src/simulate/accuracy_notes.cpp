@@ -1,7 +1,6 @@
 #include "actmem/simulate/accuracy_notes.h"
 
-#include <algorithm>
-#include <span>
+#include "simulate/xla_module_order.h"
 
 namespace actmem {
 
@@ -12,52 +11,37 @@ constexpr const char* kJaxOnGpu =
     "actmem's JAX profile is XLA:TPU's; on an H200 it was 1% to 18% under XLA:GPU's figure at rollout 1, and 80% "
     "under at rollout 2 with checkpoints inside the step (docs/validation-jax.md, \"On a GPU\")";
 
-// How many of the grid-sized roles (encoder, decoder) have a stage outside
-// every checkpoint of `plan`: 0, 1 or 2.
-int grid_roles_outside_checkpoints(const CostGraph& g, const Plan& plan) {
-  const std::span<const Stage> chain = g.chain();
-  int outside = 0;
-  for (StageRole role : {StageRole::encoder, StageRole::decoder}) {
-    for (int s = 0; s < static_cast<int>(chain.size()); ++s) {
-      if (chain[static_cast<std::size_t>(s)].role != role) continue;
-      const bool covered = std::any_of(plan.checkpoints.begin(), plan.checkpoints.end(),
-                                       [&](const Region& r) { return r.from <= s && s <= r.to; });
-      if (!covered) {
-        ++outside;
-        break;
-      }
-    }
-  }
-  return outside;
-}
-
 // Measured against XLA:TPU (docs/validation-jax.md; docs/cost-model.md
-// section 4, integrations/jax/schedules.py): XLA orders these modules
+// J16, J52; integrations/jax/schedules.py): XLA orders these modules
 // depth-first where the encoder and decoder are both outside every
-// checkpoint (6 cases, actmem −2.1% to −13.2%), in post-order where one is
-// (2 cases, −1.8%, −1.9%), by its list scheduler, whose order actmem
-// models, where neither is (7 cases, +0.5% to +2.5%).
+// checkpoint (10 cases, actmem −3.7% to +2.1% with J52 and J53 but −9.9%
+// with processor regions of 8 steps), in post-order
+// where one is (2 cases, −1.8%, −1.9%), by its list scheduler, whose order
+// actmem models, where neither is (7 cases, +0.5% to +2.5%); the 104
+// one-step or step-checkpointed cases −2.3% to +3.4%.
 std::string unstepped_rollout_note(const CostGraph& g, const Plan& plan) {
   static constexpr const char* kStepped =
-      "; with each step checkpointed, as the solver's plans are, within 5%; docs/validation-jax.md)";
-  switch (grid_roles_outside_checkpoints(g, plan)) {
-    case 2:
+      "; with each step checkpointed, as the solver's plans are, -2.3% to +3.4% on the 104 one-step or "
+      "step-checkpointed cases; docs/validation-jax.md)";
+  switch (detail::xla_module_order(g, plan)) {
+    case detail::XlaModuleOrder::depth_first:
       return std::string(
                  "a JAX rollout without step checkpoints, its encoder and decoder outside every checkpoint: XLA "
-                 "orders such a program depth-first, which actmem does not model (actmem was 2% to 13% under on "
-                 "the 6 such cases") +
+                 "orders such a program depth-first, computing the loop body's parameter gradients last, as actmem "
+                 "models it (actmem was 3.7% under to 2.1% over on 9 of the 10 such cases, 9.9% under on the one "
+                 "with processor regions of 8 steps") +
              kStepped;
-    case 1:
+    case detail::XlaModuleOrder::post_order:
       return std::string(
                  "a JAX rollout without step checkpoints, its encoder or decoder outside every checkpoint: XLA "
                  "orders such a program in post-order (actmem was 1.8% and 1.9% under on the 2 such cases") +
              kStepped;
-    default:
-      return std::string(
-                 "a JAX rollout without step checkpoints: against XLA:TPU actmem was 0.5% to 2.5% over on the 7 "
-                 "such cases with the encoder and decoder checkpointed (XLA's list order, as actmem models it") +
-             kStepped;
+    case detail::XlaModuleOrder::list: break;
   }
+  return std::string(
+             "a JAX rollout without step checkpoints: against XLA:TPU actmem was 0.5% to 2.5% over on the 7 "
+             "such cases with the encoder and decoder checkpointed (XLA's list order, as actmem models it") +
+         kStepped;
 }
 
 }  // namespace

@@ -515,7 +515,11 @@ void MemoryMachine::stack_residuals(OpId id) {
     if (tensor_stacked_[static_cast<std::size_t>(t)]) continue;
     if (profile_.grid_input_held_through_step && assembles_grid_input(g_, g_.op(g_.producer(t)))) continue;
     tensor_stacked_[static_cast<std::size_t>(t)] = 1;
-    bytes += values(tensor(t)) * value_bytes;
+    // J53: a linear's input, which only its matmuls read, in the dtype they
+    // read it in.
+    const bool narrowed = op.kind == OpKind::linear && profile_.scan_stacks_linear_inputs_in_bfloat16 &&
+                          !loop_invariant_[static_cast<std::size_t>(id)];
+    bytes += values(tensor(t)) * (narrowed ? element_bytes(DType::bfloat16) : value_bytes);
   }
   if (r.output_copies > 0) bytes += r.output_copies * values(tensor(op.outputs.front())) * value_bytes;
   if (r.float32_input_copies > 0 || r.float32_per_row > 0) {
@@ -1413,9 +1417,10 @@ void MemoryMachine::backward_op(OpId id, std::vector<int> saved, std::int64_t bl
   // XLA's backward loop of a rollout that stacks residuals computes the
   // weight gradients of the linears outside every checkpoint (loop carries)
   // after the rest of the step's backward, holding their output gradients
-  // until then (J11).
-  const bool weight_gradient_later =
-      stacking_residuals_ && op.kind == OpKind::linear && region_depth_ == 0 && block_rows == 0;
+  // until then (J11); in a depth-first order those of the linears inside
+  // checkpoints too (J52).
+  const bool weight_gradient_later = stacking_residuals_ && op.kind == OpKind::linear &&
+                                     (region_depth_ == 0 || parameter_gradients_last_) && block_rows == 0;
   for (TensorId t : op.outputs) {
     if (grad(t) >= 0) {
       if (weight_gradient_later)
@@ -1527,6 +1532,14 @@ void MemoryMachine::accumulate(const Contribution& contribution) {
     if (!quiet_) sample_transient();
     release(c);
     c = full;
+  }
+  // J52: in a depth-first order the gradient of a hoisted op's output is
+  // read only by that op's parameter gradients, computed last, which read
+  // it as a part of the whole: the whole lives until then.
+  if (const OpId producer = g_.producer(t); parameter_gradients_last_ && contribution.part_bytes > 0 && !sliced &&
+                                            producer >= 0 && loop_invariant_[static_cast<std::size_t>(producer)]) {
+    retain(c);
+    held_weight_gradient_operands_.push_back(c);
   }
   int& b = grad(t);
   if (b < 0) {

@@ -284,6 +284,10 @@ class MemoryMachine {
   // (Plan::host_offload): the forward loop offloads them, each loop body
   // brings its step's back (fetch_offloaded_inputs()).
   bool offload_step_inputs_ = false;
+  // In a rollout that stacks residuals, XLA orders the module depth-first,
+  // so the backward loop's body computes the parameter gradients last
+  // (MemoryProfile::depth_first_parameter_gradients_last, J52).
+  bool parameter_gradients_last_ = false;
   // In that loop body, the step checkpoint's own recomputation (not that of
   // a checkpoint inside the step, J29).
   bool recomputing_step_ = false;
@@ -363,7 +367,10 @@ class MemoryMachine {
   std::vector<int> stacked_;
   std::vector<OpId> stacked_ops_;  // the ops whose residuals are stacked
   std::vector<char> tensor_stacked_, loop_invariant_;
-  std::vector<int> held_weight_gradient_operands_;  // output gradients of the step's linears
+  // What the step's parameter gradients read, held to its backward's end:
+  // its linears' output gradients (J11), and the gradients of fused
+  // concatenations with a hoisted op's part, read through that part (J52).
+  std::vector<int> held_weight_gradient_operands_;
   // The deferred ops (J32), in the order their backward runs, with what
   // each saved.
   struct Deferred {

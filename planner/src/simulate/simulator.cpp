@@ -13,6 +13,7 @@
 #include "simulate/memory_machine.h"
 #include "simulate/schedule.h"
 #include "simulate/step_costs.h"
+#include "simulate/xla_module_order.h"
 
 namespace actmem {
 namespace {
@@ -47,7 +48,11 @@ class Simulation : detail::MemoryMachine {
     bulk_equal_blocks_ = !options.record_timeline;
     if (!detail::blocked_edge_readers(graph, profile_).empty())  // J35 applies
       for (std::int64_t blocks : plan.edge_blocks) blocked_edge_stages_.push_back(blocks > 1 ? 1 : 0);
-    if (profile_.stacks_linearization_residuals(graph.run(), plan.step_checkpoint)) stack_linearization_residuals();
+    if (profile_.stacks_linearization_residuals(graph.run(), plan.step_checkpoint)) {
+      stack_linearization_residuals();
+      parameter_gradients_last_ = profile_.depth_first_parameter_gradients_last &&
+                                  detail::xla_module_order(graph, plan) == detail::XlaModuleOrder::depth_first;
+    }
   }
 
   // Whether the rollout runs as XLA's scanned loop: every step a loop body.

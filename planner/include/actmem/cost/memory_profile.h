@@ -244,6 +244,21 @@ struct MemoryProfile {
   // after the rest of the step's backward, holding their output gradients
   // until then (J11).
   bool scan_stacks_linearization_residuals = false;
+  // With it, where XLA orders the module depth-first (a rollout without
+  // step checkpoints whose encoder and decoder are both outside every
+  // checkpoint, simulate/xla_module_order.h), the backward loop's body
+  // computes every parameter gradient after the step's input gradients
+  // (J52): a linear inside a checkpoint holds its output gradient to the
+  // end of its step's backward too, and where the gradient of a hoisted
+  // op's output (a constant-feature embedding's, which only parameter
+  // gradients read) is a part of a fused concatenation's gradient, the
+  // whole is held as long.
+  bool depth_first_parameter_gradients_last = false;
+  // With it, the forward loop stacks a linear's input in bfloat16 whatever
+  // the activations' dtype: XLA:TPU's matmuls read float32 at their default
+  // precision in bfloat16, and XLA converts the input before stacking it
+  // (J53); residuals hoisted out of the loop keep the activations' dtype.
+  bool scan_stacks_linear_inputs_in_bfloat16 = false;
 
   // Whether a run's forward pass stacks those residuals: a rollout without
   // a checkpoint around each step, under such a profile.

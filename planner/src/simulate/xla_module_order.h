@@ -1,0 +1,24 @@
+#pragma once
+// Which of its three orders XLA's default module scheduler keeps for a JAX
+// training step (docs/cost-model.md J16, J52). XLA schedules the whole
+// module as a list (its greedy list scheduler, whose rules the memory
+// machine follows), depth-first and in post-order, and keeps the order its
+// heap simulator finds least. Over all 76 `mid` and graphcast-small cases
+// read with integrations/jax/schedules.py (2026-12-06) its choice followed
+// from the plan: depth-first for the rollouts without step checkpoints
+// whose encoder and decoder are both outside every checkpoint (6 cases),
+// post-order where one of them is (2), the list order for the other 68
+// (one-step and step-checkpointed runs, and rollouts with both
+// checkpointed). That is a reading of XLA's choice, not its criterion.
+
+#include "actmem/cost/cost_graph.h"
+#include "actmem/simulate/plan.h"
+
+namespace actmem::detail {
+
+enum class XlaModuleOrder { list, depth_first, post_order };
+
+// The order XLA keeps for `plan`'s step of `graph` under JAX.
+XlaModuleOrder xla_module_order(const CostGraph& graph, const Plan& plan);
+
+}  // namespace actmem::detail
