@@ -214,6 +214,12 @@ def cases() -> list[Case]:
     # post-order, neither list nor depth-first (schedules.py; added
     # 2026-12-06, predicted before measured)
     spec += (("mid", "encoder-region", 2, False, "bfloat16", 1), ("mid", "decoder-region", 2, False, "bfloat16", 1))
+    # rollouts without step checkpoints with the encoder and decoder both
+    # outside every checkpoint, which XLA orders depth-first: plans, dtypes
+    # and batches the six cases J52 was read on do not cover (added
+    # 2026-12-07, predicted before measured)
+    spec += (("mid", "every:1", 2, False, "bfloat16", 1), ("mid", "none", 2, False, "float32", 1),
+             ("mid", "every:2", 2, False, "bfloat16", 2), ("graphcast-small", "every:8", 2, False, "bfloat16", 1))
     out = [Case(f"{m} {p} r{r}{' step' if sc else ''} {d} b{b}", m, p, d, b, r, sc) for m, p, r, sc, d, b in spec]
     for plan, rollout, step_ckpt, dtype, batch in (("none", 1, False, "bfloat16", 1),
                                                    ("nested", 2, True, "bfloat16", 1),
@@ -232,23 +238,16 @@ def cases() -> list[Case]:
 # Cases whose miss is understood and not yet modelled (docs/validation-jax.md):
 # they are reported, and do not fail the run.
 KNOWN_GAPS = {
-    # rollouts without step checkpoints (J11): XLA orders these modules depth-first, actmem
-    # models its list order (docs/cost-model.md section 4)
-    "mid none r2 bfloat16 b2": "-6.8%, under: what the loops hold matches (stacks and hoisted residuals 29.39 "
-                               "GiB, actmem 29.22); the backward body holds more (5.38 GiB at its peak, actmem's "
-                               "step 3.07): XLA ordered the whole module depth-first (its heap simulator: list "
-                               "54.14, DFS 50.49, post-order 50.53 GiB), and that order keeps step slices of the "
-                               "stacks to readers it runs late; the list order over the same body replays to 3.47 "
-                               "GiB against its DFS order's 6.07 (list_scheduler.py). The parameters cast inside "
-                               "each step add 3.1% at batch 2 (actmem -4.0% against the program that casts once)",
-    "graphcast-small every:4 r2 bfloat16 b1": "-13.2%, under: XLA's backward loop body holds the recomputed edge "
-                                              "inputs and the edge-MLP output gradients of several processor regions "
-                                              "at once, where actmem runs one region's backward after another; XLA "
-                                              "ordered the whole module depth-first (list 30.98, DFS 28.20, "
-                                              "post-order 28.38 GiB by its heap simulator); the list order over the "
-                                              "same body replays to 2.49 GiB (list_scheduler.py). Holding region "
-                                              "linears' output gradients to the step's end gives -6.0% here but "
-                                              "+24% to +40% on DeepMind's plans, which XLA orders by list (J11)",
+    # a rollout XLA orders depth-first (J52), with two processor regions of 8 steps
+    "graphcast-small every:8 r2 bfloat16 b1": "-9.9%, under (predicted before measured): XLA's depth-first loop "
+                                              "body peaks (9.84 GiB at #1302 of 2511, remat_trace.py) as the second "
+                                              "region's backward starts, holding the first region's recomputed "
+                                              "gathers and hidden layers and its output gradients with the second "
+                                              "region's whole recomputation (99 buffers of 80 MiB); J52 holds only "
+                                              "the output gradients. Holding every checkpointed first linear's "
+                                              "input to the step's end too gives -2.0% here but +10.8% on every:4, "
+                                              "whose body peaks with less; which recomputations XLA's order keeps "
+                                              "is not modelled",
 }
 
 
