@@ -12,8 +12,8 @@ namespace actmem::cli {
 
 // "model graphcast (36.3M parameters), jax bfloat16, batch 1, rollout 1, on tpu-v4 (32.00 GiB)\n"
 std::string describe_run(const CostGraph& graph, const Device& device);
-// A "note:" line per Report::notes (accuracy_notes.h): where the run is of
-// a kind measured further from the framework's figure than usual.
+// A "note:" line per Report::notes (accuracy_notes.h): what was measured
+// for runs of this kind, where they were validated apart from the rest.
 std::string describe_notes(const Report& report);
 
 // Peak against budget, the breakdown, where the peak is, FLOPs and time.

@@ -44,8 +44,8 @@ std::string card(std::string_view key, std::string_view value, std::string_view 
                      escape(value));
 }
 
-// Report::notes, one paragraph each: where the kind of run was measured
-// further from the framework's figure than usual.
+// Report::notes (accuracy_notes.h), one paragraph each: what was measured
+// for runs of this kind, where they were validated apart from the rest.
 std::string notes(const Report& r) {
   std::string html;
   for (const std::string& note : r.notes) html += "<p class=\"sub\">note: " + escape(note) + "</p>\n";

@@ -74,8 +74,8 @@ struct Report {
   StepLocation peak_at;
   std::vector<TimelinePoint> timeline;   // filled only when asked for
   std::vector<PeakBuffer> live_at_peak;  // largest first; filled only when asked for
-  // Where this kind of run was measured further from the framework's own
-  // figure than usual, what was measured (accuracy_notes.h); empty otherwise.
+  // For the kinds of run validated apart from the rest, what was measured
+  // against the framework's own figure (accuracy_notes.h); empty otherwise.
   std::vector<std::string> notes;
 
   // Recompute FLOPs as a fraction of forward + backward FLOPs.
