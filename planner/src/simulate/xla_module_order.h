@@ -3,13 +3,14 @@
 // training step (docs/cost-model.md J16, J52). XLA schedules the whole
 // module as a list (its greedy list scheduler, whose rules the memory
 // machine follows), depth-first and in post-order, and keeps the order its
-// heap simulator finds least. Over all 76 `mid` and graphcast-small cases
-// read with integrations/jax/schedules.py (2026-12-06) its choice followed
-// from the plan: depth-first for the rollouts without step checkpoints
-// whose encoder and decoder are both outside every checkpoint (6 cases),
-// post-order where one of them is (2), the list order for the other 68
-// (one-step and step-checkpointed runs, and rollouts with both
-// checkpointed). That is a reading of XLA's choice, not its criterion.
+// heap simulator finds least. Over all 80 `mid` and graphcast-small cases
+// read with integrations/jax/schedules.py its choice followed from the
+// plan: depth-first for the rollouts without step checkpoints whose
+// encoder and decoder are both outside every checkpoint (10 cases, 4 of
+// them added on 2026-12-07 after the rule was written), post-order where
+// one of them is (2), the list order for the other 68 (one-step and
+// step-checkpointed runs, and rollouts with both checkpointed). That is a
+// reading of XLA's choice, not its criterion.
 
 #include "actmem/cost/cost_graph.h"
 #include "actmem/simulate/plan.h"
