@@ -4,9 +4,11 @@
 XLA's default module scheduler (xla/service/hlo_memory_scheduler.cc) orders
 the whole module three ways, by its list scheduler, by DFSMemoryScheduler and
 in plain post-order, measures each with its heap simulator and keeps the
-least. actmem models the list order (docs/cost-model.md J16); where XLA keeps
-another, actmem's figure is not XLA's (section 4: the rollouts without step
-checkpoints whose encoder or decoder is outside every checkpoint). At
+least. actmem models the list order (docs/cost-model.md J16) and reads
+XLA's choice off the plan (simulate/xla_module_order.h; J52 for what the
+depth-first loop body holds): depth-first where a rollout without step
+checkpoints leaves the encoder and decoder outside every checkpoint,
+post-order where it leaves one of them, else the list order. At
 libtpu's `TPU_VMODULE=hlo_memory_scheduler=2` XLA logs the three figures
 ("Min-memory list sequence: …") and its choice; this compiles each chosen
 case's step under its stored plan (validate.py's results) for TPU v4 up to

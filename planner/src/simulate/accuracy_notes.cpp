@@ -14,11 +14,11 @@ constexpr const char* kJaxOnGpu =
 // Measured against XLA:TPU (docs/validation-jax.md; docs/cost-model.md
 // J16, J52; integrations/jax/schedules.py): XLA orders these modules
 // depth-first where the encoder and decoder are both outside every
-// checkpoint (10 cases, actmem −3.7% to +2.1% with J52 and J53 but −9.9%
-// with processor regions of 8 steps), in post-order
-// where one is (2 cases, −1.8%, −1.9%), by its list scheduler, whose order
-// actmem models, where neither is (7 cases, +0.5% to +2.5%); the 104
-// one-step or step-checkpointed cases −2.3% to +3.4%.
+// checkpoint (10 cases, actmem −3.7% to +2.1% with J52 and J53, but −9.9%
+// with processor regions of 8 steps), in post-order where one is (2 cases,
+// −1.8%, −1.9%), by its list scheduler, whose order actmem models, where
+// neither is (7 cases, +0.5% to +2.5%); the 104 one-step or
+// step-checkpointed cases −2.3% to +3.4%.
 std::string unstepped_rollout_note(const CostGraph& g, const Plan& plan) {
   static constexpr const char* kStepped =
       "; with each step checkpointed, as the solver's plans are, -2.3% to +3.4% on the 104 one-step or "
