@@ -601,6 +601,25 @@ def test_dfs_scheduler_visits_operands_by_extra_users_then_total_size():
     assert ls.replay(graph, order) == (4096 + 64 + 32, 3)
 
 
+@needs_jax
+def test_dfs_scheduler_is_xla_s_order_over_a_depth_first_loop_body():
+    """XLA orders `mid` at rollout 2 with each processor step checkpointed and the encoder and
+    decoder outside depth-first (docs/cost-model.md J52). Over its backward loop body (825
+    instructions, seconds to compile) the DFS order run again here, each size capped along the
+    body's post-order from the loop state's elements, peaks where XLA's own order does and puts
+    every instruction within ten places of XLA's (J54)."""
+    import re
+
+    import list_scheduler as ls
+    import remat_trace
+    argv = ["--model", os.path.join(HERE, "models", "mid.json"), "--plan-spec", "every:1", "--rollout", "2"]
+    text = judge.hlo_passes_log(argv, judge.PROBE_HBM_MIB, vmodule="hlo_rematerialization=3")
+    body = sorted(remat_trace.parse(text).computations, key=lambda c: -len(c.instructions))[1].name
+    dfs = next(line for line in ls.compare(text, body).splitlines() if "the DFS scheduler here:" in line)
+    placed = re.search(r"within 10 places (\d+) of (\d+)", dfs)
+    assert "(+0.00%)" in dfs and placed[1] == placed[2], dfs
+
+
 def test_a_loop_body_s_parameter_cut_at_the_log_s_line_limit_is_read_as_a_parameter():
     """libtpu cuts log lines at about 15,000 characters: a loop body's one parameter, a tuple of
     every carry, loses its opcode; it is the body's parameter all the same (graphcast-small's)."""
