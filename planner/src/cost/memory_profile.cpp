@@ -126,10 +126,11 @@ void jax_rules(MemoryProfile& p, DType dtype, std::int64_t batch) {
   // row, not its input; the loss the float32 difference. Gathers and
   // scatters keep their index, a model input.
   p.scan_stacks_linearization_residuals = true;
-  p.depth_first_parameter_gradients_last = true;     // J52
-  p.scan_stacks_linear_inputs_in_bfloat16 = true;    // J53
-  p.loop_body_copies_hoisted_norm_residuals = true;  // J25
-  p.loop_body_slices_kept_inputs = true;             // J45
+  p.depth_first_parameter_gradients_last = true;           // J52
+  p.depth_first_weight_gradients_by_operand_depth = true;  // J54
+  p.scan_stacks_linear_inputs_in_bfloat16 = true;          // J53
+  p.loop_body_copies_hoisted_norm_residuals = true;        // J25
+  p.loop_body_slices_kept_inputs = true;                   // J45
   rule(p, OpKind::linear).linearization = {bit(0), 0, 0, 0};
   rule(p, OpKind::silu).linearization = {bit(0), 2, 0, 0};
   rule(p, OpKind::layer_norm).linearization = {0, 0, 3, 2};

@@ -12,12 +12,11 @@ constexpr const char* kJaxOnGpu =
     "under at rollout 2 with checkpoints inside the step (docs/validation-jax.md, \"On a GPU\")";
 
 // Measured against XLA:TPU (docs/validation-jax.md; docs/cost-model.md
-// J16, J52; integrations/jax/schedules.py): XLA orders these modules
-// depth-first where the encoder and decoder are both outside every
-// checkpoint (10 cases, actmem −3.7% to +2.1% with J52 and J53, but −9.9%
-// with processor regions of 8 steps), in post-order where one is (2 cases,
-// −1.8%, −1.9%), by its list scheduler, whose order actmem models, where
-// neither is (7 cases, +0.5% to +2.5%); the 104 one-step or
+// J16, J52, J54; integrations/jax/schedules.py): XLA orders these
+// modules depth-first where the encoder and decoder are both outside every
+// checkpoint (15 cases, actmem −3.7% to +2.1%), in post-order where one is
+// (2 cases, −1.8%, −1.9%), by its list scheduler, whose order actmem
+// models, where neither is (7 cases, +0.5% to +2.5%); the 104 one-step or
 // step-checkpointed cases −2.3% to +3.4%.
 std::string unstepped_rollout_note(const CostGraph& g, const Plan& plan) {
   static constexpr const char* kStepped =
@@ -28,8 +27,7 @@ std::string unstepped_rollout_note(const CostGraph& g, const Plan& plan) {
       return std::string(
                  "a JAX rollout without step checkpoints, its encoder and decoder outside every checkpoint: XLA "
                  "orders such a program depth-first, computing the loop body's parameter gradients last, as actmem "
-                 "models it (actmem was 3.7% under to 2.1% over on 9 of the 10 such cases, 9.9% under on the one "
-                 "with processor regions of 8 steps") +
+                 "models it (actmem was 3.7% under to 2.1% over on the 15 such cases") +
              kStepped;
     case detail::XlaModuleOrder::post_order:
       return std::string(

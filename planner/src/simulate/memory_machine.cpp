@@ -54,7 +54,8 @@ int MemoryMachine::allocate(std::int64_t bytes, Category category, int refs, Ten
     buffers_.emplace_back();
   }
   const bool recomputable = category == kActivations && tensor >= 0 && compiler_recomputable(tensor);
-  buffers_[static_cast<std::size_t>(id)] = {bytes, refs, category, tensor, recomputable, false};
+  if (edge_blocks_depth_ == 0) (off_chain_gradient(category, tensor) ? off_chain_bytes_ : allocated_bytes_) += bytes;
+  buffers_[static_cast<std::size_t>(id)] = {bytes, refs, category, tensor, recomputable, false, allocated_bytes_};
   live_[category] += bytes;
   if (recomputable) live_recomputable_ += bytes;
   return id;
@@ -219,7 +220,11 @@ void MemoryMachine::forward_item(const Item& item, bool saving, std::int64_t blo
         keep_inputs(saving, item.external_inputs);
       forward(item.children, false, block_rows, block, pass);
       break;
-    case Item::Kind::blocks: forward_blocks(item, saving, pass); break;
+    case Item::Kind::blocks: {
+      const InEdgeBlocks in_blocks(edge_blocks_depth_);
+      forward_blocks(item, saving, pass);
+      break;
+    }
   }
 }
 
@@ -630,6 +635,7 @@ void MemoryMachine::backward(const std::vector<Item>& items, std::int64_t block_
       const int item_step = g_.op(first_op(item)).step;
       if (item_step != step) {
         release_weight_gradient_operands();
+        begin_step_backward(step);
         slices = slice_kept_inputs(items, item_step);
       }
       step = item_step;
@@ -637,13 +643,85 @@ void MemoryMachine::backward(const std::vector<Item>& items, std::int64_t block_
     switch (item.kind) {
       case Item::Kind::op: backward_op(item.op, block_rows, block); break;
       case Item::Kind::region: backward_region(item, 0, block); break;
-      case Item::Kind::blocks: backward_blocks(item); break;
+      case Item::Kind::blocks: {
+        const InEdgeBlocks in_blocks(edge_blocks_depth_);
+        backward_blocks(item);
+        break;
+      }
     }
     if (index < slices.size())
       for (int b : slices[index]) release(b);
   }
-  if (top_level) release_weight_gradient_operands();
+  if (top_level) {
+    release_weight_gradient_operands();
+    begin_step_backward(step);
+  }
   if (deferring && run_deferred_at_end_) run_deferred();
+}
+
+// J54: the gradient of a hoisted op's output is off XLA's chain of input
+// gradients (only the op's parameter gradients read it): the post-order
+// reaches it after the chain, so its bytes count at the step's end.
+bool MemoryMachine::off_chain_gradient(Category category, TensorId t) const {
+  if (!stacking_residuals_ || category != kGradients || t < 0) return false;
+  const OpId producer = g_.producer(t);
+  return producer >= 0 && loop_invariant_[static_cast<std::size_t>(producer)];
+}
+
+// The backward of step `ended_step` (-1: none) is over, that of the next
+// may begin: what it allocated is measured (J54).
+void MemoryMachine::begin_step_backward(int ended_step) {
+  allocated_bytes_ += off_chain_bytes_;
+  off_chain_bytes_ = 0;
+  if (ended_step >= 0) {
+    const auto s = static_cast<std::size_t>(ended_step);
+    if (step_backward_bytes_.size() <= s) step_backward_bytes_.resize(s + 1, 0);
+    step_backward_bytes_[s] = allocated_bytes_ - step_backward_from_;
+  }
+  step_backward_from_ = allocated_bytes_;
+}
+
+// What linear `op`'s weight gradient reads besides its output gradient:
+// the input it saved, or, where it saved none (linear_input_recomputed()),
+// what the input's producer kept to make it again (the live buffers of the
+// producer's inputs).
+std::vector<int> MemoryMachine::weight_gradient_inputs(const Op& op, const std::vector<int>& saved) const {
+  std::vector<int> inputs = saved;
+  if (inputs.empty())
+    for (TensorId t : op.inputs)
+      if (const OpId p = g_.producer(t); tensor(t).role == TensorRole::activation && p >= 0)
+        for (TensorId u : g_.op(p).inputs)
+          if (const int b = current(u);
+              tensor(u).role == TensorRole::activation && b >= 0 && buffer(b).tensor == u && buffer(b).refs > 0)
+            inputs.push_back(b);
+  std::sort(inputs.begin(), inputs.end());
+  inputs.erase(std::unique(inputs.begin(), inputs.end()), inputs.end());
+  return inputs;
+}
+
+// J54: XLA's depth-first scheduler (DFSMemoryScheduler) visits the loop
+// body's root operands, the parameter gradients among them, in decreasing
+// order of their subtrees' bytes, where each instruction's is capped at
+// the bytes of the body's post-order up to it. The post-order follows the
+// chain of input gradients from the loss, so an operand's capped bytes
+// are about the bytes the step's backward allocated up to it (its
+// defined_at, from the step's start), and a weight gradient's are theirs
+// summed, capped at about all the step's backward allocates (as a run
+// before measured it, assume_step_backward_bytes()). Those whose sum
+// reaches the cap are visited first, each as the chain reaches it; the
+// others after the chain, their operands held until then.
+bool MemoryMachine::weight_gradient_waits(const Op& op, const std::vector<int>& inputs) const {
+  std::vector<int> operands = inputs;
+  for (TensorId t : op.outputs)
+    if (grad(t) >= 0 && std::find(operands.begin(), operands.end(), grad(t)) == operands.end())
+      operands.push_back(grad(t));
+  // What the checkpoint's recomputation reads from before it passes an
+  // optimisation barrier with the gradient entering it (jax.checkpoint's
+  // guard against common subexpressions): as deep as the barrier.
+  const std::int64_t barrier = region_backward_from_.back();
+  std::int64_t depth = 0;
+  for (int b : operands) depth += std::max(buffer(b).defined_at, barrier) - step_backward_from_;
+  return depth < assumed_step_backward_bytes_[static_cast<std::size_t>(op.step)];
 }
 
 std::vector<std::vector<int>> MemoryMachine::slice_kept_inputs(const std::vector<Item>& items, int step) {
@@ -786,6 +864,7 @@ void MemoryMachine::release_weight_gradient_operands() {
 // are freed one by one as their backward ops run.
 void MemoryMachine::backward_region(const Item& item, std::int64_t block_rows, int block) {
   const bool outer_loop_body = in_loop_body_;
+  region_backward_from_.push_back(allocated_bytes_);
   std::vector<int> step_inputs;
   if (item.loop_body) {
     in_loop_body_ = true;
@@ -828,6 +907,7 @@ void MemoryMachine::backward_region(const Item& item, std::int64_t block_rows, i
     target_slice_ = -1;
   }
   in_loop_body_ = outer_loop_body;
+  region_backward_from_.pop_back();
 }
 
 // A top-level region's recomputation (in the context begun for it) and
@@ -1418,9 +1498,21 @@ void MemoryMachine::backward_op(OpId id, std::vector<int> saved, std::int64_t bl
   // weight gradients of the linears outside every checkpoint (loop carries)
   // after the rest of the step's backward, holding their output gradients
   // until then (J11); in a depth-first order those of the linears inside
-  // checkpoints too (J52).
-  const bool weight_gradient_later = stacking_residuals_ && op.kind == OpKind::linear &&
-                                     (region_depth_ == 0 || parameter_gradients_last_) && block_rows == 0;
+  // checkpoints too (J52), or, as J54 tells them apart, those whose
+  // operands lie shallow in the step's backward, holding their saved
+  // inputs as well.
+  bool weight_gradient_later = stacking_residuals_ && op.kind == OpKind::linear &&
+                               (region_depth_ == 0 || parameter_gradients_last_) && block_rows == 0;
+  if (weight_gradient_later && region_depth_ > 0 && weight_gradients_by_operand_depth() &&
+      static_cast<std::size_t>(op.step) < assumed_step_backward_bytes_.size()) {
+    const std::vector<int> inputs = weight_gradient_inputs(op, saved);
+    weight_gradient_later = weight_gradient_waits(op, inputs);
+    if (weight_gradient_later)
+      for (int b : inputs) {
+        retain(b);
+        held_weight_gradient_operands_.push_back(b);
+      }
+  }
   for (TensorId t : op.outputs) {
     if (grad(t) >= 0) {
       if (weight_gradient_later)

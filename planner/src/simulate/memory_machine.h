@@ -95,6 +95,7 @@ class MemoryMachine {
     TensorId tensor = -1;                // what it holds or is the gradient of, for diagnostics (-1: scratch)
     bool compiler_recomputable = false;  // an activation the compiler may recompute (OpMemoryRule)
     bool stacked = false;                // residuals a rollout's loop stacks (J11), named after their op
+    std::int64_t defined_at = 0;         // allocated_bytes_ once it was allocated: its place in a step (J54)
   };
 
   // ---- hooks ----
@@ -122,6 +123,7 @@ class MemoryMachine {
   // ---- buffers ----
   int allocate(std::int64_t bytes, Category category, int refs, TensorId tensor = -1);
   Buffer& buffer(int id) { return buffers_[static_cast<std::size_t>(id)]; }
+  const Buffer& buffer(int id) const { return buffers_[static_cast<std::size_t>(id)]; }
   void release(int id);
   void retain(int id) { ++buffer(id).refs; }
   std::int64_t live() const { return live_[kActivations] + live_[kGradients] + live_[kWorkspace]; }
@@ -134,6 +136,7 @@ class MemoryMachine {
   int& current(TensorId t) { return current_[static_cast<std::size_t>(t)]; }
   int current(TensorId t) const { return current_[static_cast<std::size_t>(t)]; }
   int& grad(TensorId t) { return grad_[static_cast<std::size_t>(t)]; }
+  int grad(TensorId t) const { return grad_[static_cast<std::size_t>(t)]; }
   const Tensor& tensor(TensorId t) const { return g_.tensor(t); }
 
   // ---- contexts ----
@@ -288,6 +291,16 @@ class MemoryMachine {
   // so the backward loop's body computes the parameter gradients last
   // (MemoryProfile::depth_first_parameter_gradients_last, J52).
   bool parameter_gradients_last_ = false;
+  // Whether that order's choice of which weight gradients inside
+  // checkpoints wait (J54) needs the bytes each step's backward allocates,
+  // which a run measures (step_backward_bytes()) for the next one
+  // (assume_step_backward_bytes()).
+  bool weight_gradients_by_operand_depth() const {
+    return parameter_gradients_last_ && profile_.depth_first_weight_gradients_by_operand_depth;
+  }
+  // After a run: per rollout step, the bytes its backward allocated.
+  const std::vector<std::int64_t>& step_backward_bytes() const { return step_backward_bytes_; }
+  void assume_step_backward_bytes(std::vector<std::int64_t> bytes) { assumed_step_backward_bytes_ = std::move(bytes); }
   // In that loop body, the step checkpoint's own recomputation (not that of
   // a checkpoint inside the step, J29).
   bool recomputing_step_ = false;
@@ -315,6 +328,10 @@ class MemoryMachine {
   bool hoisted(OpId id, Pass pass) const;
   static OpId first_op(const Item& item);
   void release_weight_gradient_operands();
+  void begin_step_backward(int ended_step);
+  bool off_chain_gradient(Category category, TensorId t) const;
+  std::vector<int> weight_gradient_inputs(const Op& op, const std::vector<int>& saved) const;
+  bool weight_gradient_waits(const Op& op, const std::vector<int>& inputs) const;
   bool linear_input_recomputed(OpId reader, TensorId input, Pass pass) const;
   bool read_by_edge_update(OpId op) const;
   // J31's layout copy of a mesh-edge LayerNorm's input: none, one that
@@ -371,6 +388,24 @@ class MemoryMachine {
   // its linears' output gradients (J11), and the gradients of fused
   // concatenations with a hoisted op's part, read through that part (J52).
   std::vector<int> held_weight_gradient_operands_;
+  // Bytes allocated over the run (Buffer::defined_at), where the backward
+  // of the step under way began, and per step the bytes its backward
+  // allocated: measured, and as assumed from a run before (J54).
+  std::int64_t allocated_bytes_ = 0, step_backward_from_ = 0;
+  std::int64_t off_chain_bytes_ = 0;                // allocated off the chain, counted as the step's backward ends
+  std::vector<std::int64_t> region_backward_from_;  // allocated_bytes_ as each region's backward under way began
+  // Edge blocks under way: what they allocate is not counted, since equal
+  // blocks run in bulk (bulk_equal_blocks_) allocate less than block by
+  // block, and the positions must not depend on how blocks are run.
+  int edge_blocks_depth_ = 0;
+  struct InEdgeBlocks {
+    explicit InEdgeBlocks(int& depth) : depth_(depth) { ++depth_; }
+    ~InEdgeBlocks() { --depth_; }
+    InEdgeBlocks(const InEdgeBlocks&) = delete;
+    InEdgeBlocks& operator=(const InEdgeBlocks&) = delete;
+    int& depth_;
+  };
+  std::vector<std::int64_t> step_backward_bytes_, assumed_step_backward_bytes_;
   // The deferred ops (J32), in the order their backward runs, with what
   // each saved.
   struct Deferred {

@@ -1,6 +1,7 @@
 #include "actmem/simulate/simulator.h"
 
 #include <algorithm>
+#include <memory>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -54,6 +55,11 @@ class Simulation : detail::MemoryMachine {
                                   detail::xla_module_order(graph, plan) == detail::XlaModuleOrder::depth_first;
     }
   }
+
+  // J54's measure of each step's backward, from one run for the next.
+  using MemoryMachine::assume_step_backward_bytes;
+  using MemoryMachine::step_backward_bytes;
+  using MemoryMachine::weight_gradients_by_operand_depth;
 
   // Whether the rollout runs as XLA's scanned loop: every step a loop body.
   bool scanned() const { return !schedule_.items.empty() && schedule_.items.front().loop_body; }
@@ -267,17 +273,26 @@ class Simulation : detail::MemoryMachine {
 Report simulate(const CostGraph& graph, const Device& device, std::int64_t budget_bytes, const Plan& plan,
                 const SimulationOptions& options) {
   validate(plan, graph.chain());
-  Report report;
-  if (!options.record_peak_buffers) {
-    report = Simulation(graph, device, plan, options).run(budget_bytes);
-  } else {
-    // The peak rises at most samples, and listing the live buffers at each
-    // rise cost O(ops²) (100 s at GraphCast rollout 100): the first run finds
-    // the sample of the peak, the second, the same run, lists the buffers there.
-    Simulation first(graph, device, plan, options);
-    first.run(budget_bytes);
-    report = Simulation(graph, device, plan, options, first.peak_sample()).run(budget_bytes);
+  std::vector<std::int64_t> step_backward_bytes;
+  const auto simulation = [&](std::int64_t capture_at) {
+    auto s = std::make_unique<Simulation>(graph, device, plan, options, capture_at);
+    s->assume_step_backward_bytes(step_backward_bytes);
+    return s;
+  };
+  std::unique_ptr<Simulation> s = simulation(0);
+  // Where XLA's depth-first order decides which weight gradients wait by
+  // how much each step's backward allocates (J54), a first run measures
+  // that for the run after it.
+  if (s->weight_gradients_by_operand_depth()) {
+    s->run(budget_bytes);
+    step_backward_bytes = s->step_backward_bytes();
+    s = simulation(0);
   }
+  Report report = s->run(budget_bytes);
+  // The peak rises at most samples, and listing the live buffers at each
+  // rise cost O(ops²) (100 s at GraphCast rollout 100): the run above found
+  // the sample of the peak; the same run again lists the buffers there.
+  if (options.record_peak_buffers) report = simulation(s->peak_sample())->run(budget_bytes);
   report.notes = accuracy_notes(graph, device, plan);
   return report;
 }

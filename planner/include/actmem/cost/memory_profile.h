@@ -247,13 +247,22 @@ struct MemoryProfile {
   // With it, where XLA orders the module depth-first (a rollout without
   // step checkpoints whose encoder and decoder are both outside every
   // checkpoint, simulate/xla_module_order.h), the backward loop's body
-  // computes every parameter gradient after the step's input gradients
+  // computes the parameter gradients after the step's input gradients
   // (J52): a linear inside a checkpoint holds its output gradient to the
   // end of its step's backward too, and where the gradient of a hoisted
   // op's output (a constant-feature embedding's, which only parameter
   // gradients read) is a part of a fused concatenation's gradient, the
   // whole is held as long.
   bool depth_first_parameter_gradients_last = false;
+  // With it, which weight gradients of the linears inside checkpoints wait
+  // follows XLA's depth-first scheduler (J54): it visits first the one
+  // whose operands lie deepest in the step's backward, measured in the
+  // bytes allocated before each. A linear whose operands (its saved
+  // inputs and its output gradient) sum, in those positions, to less than
+  // all its step's backward allocates holds them all to the step's end;
+  // the others' weight gradients are computed as the chain passes, holding
+  // nothing. Replaces J52's hold on the output gradients inside checkpoints.
+  bool depth_first_weight_gradients_by_operand_depth = false;
   // With it, the forward loop stacks a linear's input in bfloat16 whatever
   // the activations' dtype: XLA:TPU's matmuls read float32 at their default
   // precision in bfloat16, and XLA converts the input before stacking it
