@@ -220,6 +220,13 @@ def cases() -> list[Case]:
     # 2026-12-07, predicted before measured)
     spec += (("mid", "every:1", 2, False, "bfloat16", 1), ("mid", "none", 2, False, "float32", 1),
              ("mid", "every:2", 2, False, "bfloat16", 2), ("graphcast-small", "every:8", 2, False, "bfloat16", 1))
+    # more of those, for which weight gradients XLA's depth-first order
+    # holds to the step's end: regions of 2 and of all 16 steps, rollout 4,
+    # float32 (J54; added 2026-12-07, predicted before measured)
+    spec += (("graphcast-small", "every:2", 2, False, "bfloat16", 1),
+             ("graphcast-small", "every:16", 2, False, "bfloat16", 1), ("mid", "every:1", 4, False, "bfloat16", 1),
+             ("graphcast-small", "every:8", 4, False, "bfloat16", 1),
+             ("graphcast-small", "every:4", 2, False, "float32", 1))
     out = [Case(f"{m} {p} r{r}{' step' if sc else ''} {d} b{b}", m, p, d, b, r, sc) for m, p, r, sc, d, b in spec]
     for plan, rollout, step_ckpt, dtype, batch in (("none", 1, False, "bfloat16", 1),
                                                    ("nested", 2, True, "bfloat16", 1),
@@ -237,18 +244,7 @@ def cases() -> list[Case]:
 
 # Cases whose miss is understood and not yet modelled (docs/validation-jax.md):
 # they are reported, and do not fail the run.
-KNOWN_GAPS = {
-    # a rollout XLA orders depth-first (J52), with two processor regions of 8 steps
-    "graphcast-small every:8 r2 bfloat16 b1": "-9.9%, under (predicted before measured): XLA's depth-first loop "
-                                              "body peaks (9.84 GiB at #1302 of 2511, remat_trace.py) as the second "
-                                              "region's backward starts, holding the first region's recomputed "
-                                              "gathers and hidden layers and its output gradients with the second "
-                                              "region's whole recomputation (99 buffers of 80 MiB); J52 holds only "
-                                              "the output gradients. Holding every checkpointed first linear's "
-                                              "input to the step's end too gives -2.0% here but +10.8% on every:4, "
-                                              "whose body peaks with less; which recomputations XLA's order keeps "
-                                              "is not modelled",
-}
+KNOWN_GAPS: dict[str, str] = {}
 
 
 def stage_names(processor_steps: int) -> list[str]:
