@@ -1440,7 +1440,7 @@ TEST_SUITE("simulator") {
   }
 
   TEST_CASE("simulator: which of its orders XLA keeps follows from the plan (J16, J52)") {
-    // integrations/jax/schedules.py over 80 cases: depth-first where a
+    // integrations/jax/schedules.py over 85 cases: depth-first where a
     // rollout without step checkpoints leaves the encoder and decoder
     // outside every checkpoint, post-order where it leaves one of them,
     // else the list order.

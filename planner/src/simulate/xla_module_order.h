@@ -3,10 +3,10 @@
 // training step (docs/cost-model.md J16, J52). XLA schedules the whole
 // module as a list (its greedy list scheduler, whose rules the memory
 // machine follows), depth-first and in post-order, and keeps the order its
-// heap simulator finds least. Over all 80 `mid` and graphcast-small cases
+// heap simulator finds least. Over all 85 `mid` and graphcast-small cases
 // read with integrations/jax/schedules.py its choice followed from the
 // plan: depth-first for the rollouts without step checkpoints whose
-// encoder and decoder are both outside every checkpoint (10 cases, 4 of
+// encoder and decoder are both outside every checkpoint (15 cases, 9 of
 // them added on 2026-12-07 after the rule was written), post-order where
 // one of them is (2), the list order for the other 68 (one-step and
 // step-checkpointed runs, and rollouts with both checkpointed). That is a
