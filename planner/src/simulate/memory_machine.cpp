@@ -1503,7 +1503,7 @@ void MemoryMachine::backward_op(OpId id, std::vector<int> saved, std::int64_t bl
   // inputs as well.
   bool weight_gradient_later = stacking_residuals_ && op.kind == OpKind::linear &&
                                (region_depth_ == 0 || parameter_gradients_last_) && block_rows == 0;
-  if (weight_gradient_later && region_depth_ > 0 && weight_gradients_by_operand_depth() &&
+  if (weight_gradient_later && !region_backward_from_.empty() && weight_gradients_by_operand_depth() &&
       static_cast<std::size_t>(op.step) < assumed_step_backward_bytes_.size()) {
     const std::vector<int> inputs = weight_gradient_inputs(op, saved);
     weight_gradient_later = weight_gradient_waits(op, inputs);

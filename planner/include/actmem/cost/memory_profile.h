@@ -249,10 +249,10 @@ struct MemoryProfile {
   // checkpoint, simulate/xla_module_order.h), the backward loop's body
   // computes the parameter gradients after the step's input gradients
   // (J52): a linear inside a checkpoint holds its output gradient to the
-  // end of its step's backward too, and where the gradient of a hoisted
-  // op's output (a constant-feature embedding's, which only parameter
-  // gradients read) is a part of a fused concatenation's gradient, the
-  // whole is held as long.
+  // end of its step's backward too (which of them, J54 refines), and
+  // where the gradient of a hoisted op's output (a constant-feature
+  // embedding's, which only parameter gradients read) is a part of a fused
+  // concatenation's gradient, the whole is held as long.
   bool depth_first_parameter_gradients_last = false;
   // With it, which weight gradients of the linears inside checkpoints wait
   // follows XLA's depth-first scheduler (J54): it visits first the one
