@@ -314,30 +314,44 @@ def list_schedule(graph: BufferGraph) -> list[str]:
     return order
 
 
-def post_order(graph: BufferGraph) -> list[str]:
-    """XLA's HloComputation::MakeInstructionPostOrder: from each instruction nothing reads (the
-    root last), depth first, an instruction after its control predecessors and then its operands,
-    first to last. The order in which the computation holds its instructions, which decides where
-    the walks from the other sinks start, is not printed: the printed order stands for it."""
+def walk_post_order(graph: BufferGraph, children) -> list[str]:
+    """A depth-first post-order from each instruction nothing reads (the root last, the others in
+    the printed order): an instruction after the ones `children(instruction)` lists, visited
+    first to last."""
     order: list[str] = []
     state: dict[str, int] = {}  # 1 visiting, 2 visited
-    root = next((i for i in graph.instructions if i.root), graph.instructions[-1])
-    sinks = [i.name for i in graph.instructions if i is not root and not graph.successors[i.name]]
-    for start in sinks + [root.name]:
+
+    def visit(start: str) -> None:
         stack = [start]
         while stack:
             name = stack[-1]
-            if name in state:
+            if state.get(name) == 2:
                 stack.pop()
-                if state[name] == 1:
-                    state[name] = 2
-                    order.append(name)
-                continue
-            state[name] = 1
-            i = graph.by_name[name]
-            stack.extend(reversed(i.operands))
-            stack.extend(i.control_predecessors)
+            elif state.get(name) == 1:
+                stack.pop()
+                state[name] = 2
+                order.append(name)
+            else:
+                state[name] = 1
+                pending = [c for c in children(graph.by_name[name]) if state.get(c) != 2]
+                if any(state.get(c) == 1 for c in pending):
+                    raise ScheduleError("the printed computation has a cycle")
+                stack.extend(reversed(pending))
+
+    root = next((i for i in graph.instructions if i.root), graph.instructions[-1])
+    for i in graph.instructions:
+        if i is not root and not graph.successors[i.name]:
+            visit(i.name)
+    visit(root.name)
     return order
+
+
+def post_order(graph: BufferGraph) -> list[str]:
+    """XLA's HloComputation::MakeInstructionPostOrder: an instruction after its control
+    predecessors (the last first) and then its operands, first to last. The order in which the
+    computation holds its instructions, which decides where the walks from the other sinks start,
+    is not printed: the printed order stands for it."""
+    return walk_post_order(graph, lambda i: i.control_predecessors[::-1] + i.operands)
 
 
 def dfs_schedule(graph: BufferGraph) -> list[str]:
@@ -370,34 +384,7 @@ def dfs_schedule(graph: BufferGraph) -> list[str]:
     def first(name: str) -> tuple[int, int, str]:
         return -extra[name], -total[name], name
 
-    order: list[str] = []
-    state: dict[str, int] = {}  # 1 visiting, 2 visited
-
-    def visit(start: str) -> None:
-        stack = [start]
-        while stack:
-            name = stack[-1]
-            if state.get(name) == 2:
-                stack.pop()
-            elif state.get(name) == 1:
-                stack.pop()
-                state[name] = 2
-                order.append(name)
-            else:
-                state[name] = 1
-                i = graph.by_name[name]
-                children = [c for c in i.operands + i.control_predecessors if state.get(c) != 2]
-                if any(state.get(c) == 1 for c in children):
-                    raise ScheduleError("the printed computation has a cycle")
-                stack.extend(sorted(children, key=first, reverse=True))
-
-    root = next((i for i in graph.instructions if i.root), graph.instructions[-1])
-    controlling = {p for i in graph.instructions for p in i.control_predecessors}
-    for i in graph.instructions:
-        if i is not root and not graph.users[i.name] and i.name not in controlling:
-            visit(i.name)
-    visit(root.name)
-    return order
+    return walk_post_order(graph, lambda i: sorted(i.operands + i.control_predecessors, key=first))
 
 
 def replay(graph: BufferGraph, order: list[str]) -> tuple[int, int]:
