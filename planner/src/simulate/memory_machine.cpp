@@ -54,7 +54,8 @@ int MemoryMachine::allocate(std::int64_t bytes, Category category, int refs, Ten
     buffers_.emplace_back();
   }
   const bool recomputable = category == kActivations && tensor >= 0 && compiler_recomputable(tensor);
-  if (edge_blocks_depth_ == 0) (off_chain_gradient(category, tensor) ? off_chain_bytes_ : allocated_bytes_) += bytes;
+  if (weight_gradients_by_operand_depth() && edge_blocks_depth_ == 0)  // J54's positions, read only there
+    (off_chain_gradient(category, tensor) ? off_chain_bytes_ : allocated_bytes_) += bytes;
   buffers_[static_cast<std::size_t>(id)] = {bytes, refs, category, tensor, recomputable, false, allocated_bytes_};
   live_[category] += bytes;
   if (recomputable) live_recomputable_ += bytes;
