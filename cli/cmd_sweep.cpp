@@ -75,7 +75,7 @@ SweepRequest parse_sweep(const Args& args) {
   CLI::App app{"Tabulate fits / peak / overhead over devices, batch sizes and rollouts, for choosing hardware.",
                "sweep"};
   SweepRequest r;
-  r.setup.add_options(app, /*batch_and_rollout=*/false);
+  r.setup.add_options(app, /*one_run=*/false);
   r.setup.add_solver_options(app);
   r.setup.add_headroom_option(app);
   app.add_option_function<std::string>(
@@ -140,20 +140,22 @@ SweepTable sweep(const SweepRequest& request, const ModelDescription& model, con
   const RunSetup& setup = request.setup;
   SweepTable table;
   ProgressLine progress("actmem sweep", setup.quiet);
-  const auto steps = static_cast<int>(devices.size() * request.batches.size() * request.rollouts.size());
+  const auto steps = static_cast<int>(request.batches.size() * request.rollouts.size());  // one per graph
   for (std::int64_t rollout : request.rollouts) {
     for (std::int64_t batch : request.batches) {
       RunOptions run = setup.run;
       run.batch = batch;
       run.rollout = rollout;
       const CostGraph graph = CostGraph::build(model, run);
-      for (const Device& d : devices) {
-        progress.update(fmt::format("{}, batch {}, rollout {}", d.id, batch, rollout),
-                        static_cast<int>(table.rows.size()) + 1, steps);
-        // A headroom of a whole device's memory leaves nothing: nothing fits there.
-        const std::int64_t budget = std::max<std::int64_t>(setup.budget_bytes(d) - setup.headroom_bytes(d), 0);
-        table.add(d, run, budget, setup.headroom_bytes(d), solve(graph, d, budget, setup.solver_options()));
-      }
+      progress.update(fmt::format("batch {}, rollout {}", batch, rollout),
+                      static_cast<int>(table.rows.size() / devices.size()) + 1, steps);
+      // A headroom of a whole device's memory leaves nothing: nothing fits there.
+      std::vector<std::int64_t> budgets;
+      for (const Device& d : devices)
+        budgets.push_back(std::max<std::int64_t>(setup.budget_bytes(d) - setup.headroom_bytes(d), 0));
+      const std::vector<Solution> solutions = solve_each(graph, devices, budgets, setup.solver_options());
+      for (std::size_t i = 0; i < devices.size(); ++i)
+        table.add(devices[i], run, budgets[i], setup.headroom_bytes(devices[i]), solutions[i]);
     }
   }
   progress.clear();

@@ -1,6 +1,6 @@
 #include "run_setup.h"
 
-#include <cstdlib>
+#include <charconv>
 
 #include <fmt/format.h>
 
@@ -12,12 +12,14 @@
 
 namespace actmem::cli {
 
-void RunSetup::add_options(CLI::App& app, bool batch_and_rollout) {
+void RunSetup::add_options(CLI::App& app, bool one_run) {
   app.add_option("--model", model, "preset name or model JSON file")->capture_default_str();
-  app.add_option("--device", device, "catalog id (see 'actmem devices') or device JSON file")->capture_default_str();
-  app.add_option_function<std::string>(
-      "--memory", [this](const std::string& v) { memory_bytes = parse_bytes(v, "--memory"); },
-      "a device known only by its memory, e.g. 24GiB (replaces --device)");
+  if (one_run) {
+    app.add_option("--device", device, "catalog id (see 'actmem devices') or device JSON file")->capture_default_str();
+    app.add_option_function<std::string>(
+        "--memory", [this](const std::string& v) { memory_bytes = parse_bytes(v, "--memory"); },
+        "a device known only by its memory, e.g. 24GiB (replaces --device)");
+  }
   app.add_option_function<std::string>(
       "--budget", [this](const std::string& v) { budget = parse_bytes(v, "--budget"); },
       "memory budget, e.g. 30GiB: at most the device's memory (default: all of it)");
@@ -39,7 +41,7 @@ void RunSetup::add_options(CLI::App& app, bool batch_and_rollout) {
          "adam or sgd")
       ->default_str(to_string(run.optimizer));
   add_quiet_option(app, quiet);
-  if (!batch_and_rollout) return;
+  if (!one_run) return;
   app.add_option_function<std::string>(
          "--batch", [this](const std::string& v) { run.batch = parse_integer(v, "--batch", 1, kMaxBatch); },
          fmt::format("samples per device, 1..{}", kMaxBatch))
@@ -78,10 +80,13 @@ Headroom parse_headroom(const std::string& text) {
   Headroom h;
   if (text == "0") return h;
   if (!text.empty() && text.back() == '%') {
-    const std::string number = text.substr(0, text.size() - 1);
-    char* end = nullptr;
-    const double percent = std::strtod(number.c_str(), &end);
-    if (number.empty() || end != number.c_str() + number.size() || !(percent >= 0 && percent <= 50))
+    // Decimal only: strtod would also read hexadecimal ("0x10%" as 16%).
+    const std::string_view number(text.data(), text.size() - 1);
+    double percent = -1;
+    const auto [end, error] =
+        std::from_chars(number.data(), number.data() + number.size(), percent, std::chars_format::fixed);
+    if (number.empty() || error != std::errc{} || end != number.data() + number.size() ||
+        !(percent >= 0 && percent <= 50))
       throw InputError("--headroom", "",
                        fmt::format("expected a share from 0% to 50% or a size such as 2GiB, got '{}'", text));
     h.share = percent / 100.0;
@@ -153,8 +158,7 @@ Target RunSetup::target(const std::optional<PlanDocument>& document, const CLI::
   }
   const bool device_given = given("--device") || given("--memory");
   Device d = document->device && !device_given ? *document->device : load_device();
-  const std::int64_t bytes =
-      document->budget_bytes && !given("--budget") && !device_given ? *document->budget_bytes : budget_bytes(d);
+  const std::int64_t bytes = given("--budget") || device_given ? budget_bytes(d) : document->budget_on(d);
   return Target{CostGraph::build(m, options), std::move(d), bytes};
 }
 

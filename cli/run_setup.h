@@ -55,9 +55,10 @@ struct RunSetup {
   std::optional<Headroom> headroom;          // --headroom: set (to its default) by add_headroom_option
   bool quiet = false;                        // no progress line or notes on stderr (progress_line.h)
 
-  // `batch_and_rollout`: false for commands that take lists of them instead.
-  // Adds --quiet too.
-  void add_options(CLI::App& app, bool batch_and_rollout = true);
+  // `one_run`: false for a command that takes lists of devices, batches and
+  // rollouts instead (sweep): then no --device, --memory, --batch or
+  // --rollout, which it would not read. Adds --quiet too.
+  void add_options(CLI::App& app, bool one_run = true);
   // For the commands that run the solver.
   void add_solver_options(CLI::App& app);
   SolverOptions solver_options() const;

@@ -49,7 +49,7 @@ TEST_SUITE("exports") {
     for (std::int64_t rollout : {1, 3}) {
       const CostGraph g = graph(rollout);
       const Plan plan = builtin_plan("deepmind:4", g.chain());
-      const std::int64_t budget = simulate(g, roomy(), 0, plan).peak_bytes;
+      const std::int64_t budget = simulate(g, roomy(), roomy().memory_bytes, plan).peak_bytes;
       const nlohmann::json exports = exports_for(g, plan, budget);
       for (const std::string& name : trainer_export_names()) {
         CAPTURE(name);
@@ -108,7 +108,7 @@ TEST_SUITE("exports") {
     }
     CHECK(found == 1);
     // Exported for a budget it alone meets among anemoi's settings: exact.
-    const std::int64_t budget = simulate(g, roomy(), 0, expressible).peak_bytes;
+    const std::int64_t budget = simulate(g, roomy(), roomy().memory_bytes, expressible).peak_bytes;
     const nlohmann::json e = exports_for(g, expressible, budget).at("anemoi");
     CHECK(e.at("predicted").at("peak_bytes").get<std::int64_t>() <= budget);
   }
@@ -121,8 +121,8 @@ TEST_SUITE("exports") {
     const Plan blocked = plan_of(g, R"({"checkpoints": [{"from": "decoder", "to": "decoder"}],
                                         "edge_blocks": {"decoder": 8}})");
     const Plan whole = plan_of(g, R"({"checkpoints": [{"from": "decoder", "to": "decoder"}]})");
-    const std::int64_t budget = simulate(g, roomy(), 0, blocked).peak_bytes;
-    REQUIRE(budget < simulate(g, roomy(), 0, whole).peak_bytes);
+    const std::int64_t budget = simulate(g, roomy(), roomy().memory_bytes, blocked).peak_bytes;
+    REQUIRE(budget < simulate(g, roomy(), roomy().memory_bytes, whole).peak_bytes);
     const nlohmann::json e = exports_for(g, blocked, budget).at("anemoi");
     CHECK_FALSE(e.at("exact").get<bool>());
     CHECK(e.at("plan").value("edge_blocks", nlohmann::json::object()).empty());
@@ -173,8 +173,8 @@ TEST_SUITE("exports") {
     const Plan none = empty_plan(four.stages());
     Plan stepped = none;
     stepped.step_checkpoint = true;
-    const std::int64_t budget = simulate(four, roomy(), 0, stepped).peak_bytes;
-    REQUIRE(budget < simulate(four, roomy(), 0, none).peak_bytes);
+    const std::int64_t budget = simulate(four, roomy(), roomy().memory_bytes, stepped).peak_bytes;
+    REQUIRE(budget < simulate(four, roomy(), roomy().memory_bytes, none).peak_bytes);
     const nlohmann::json e = exports_for(four, stepped, budget).at("deepmind");
     CHECK(e.at("exact").get<bool>());
     CHECK(e.at("snippet") == "predictor = autoregressive.Predictor(predictor, gradient_checkpointing=True)\n");
@@ -211,7 +211,7 @@ TEST_SUITE("exports") {
       CAPTURE(trick);
       const CostGraph g = CostGraph::build(testing::tiny_model(4, Implementation::physicsnemo, trick), run);
       const Plan plan = empty_plan(g.stages());
-      const std::int64_t budget = simulate(g, roomy(), 0, plan).peak_bytes;
+      const std::int64_t budget = simulate(g, roomy(), roomy().memory_bytes, plan).peak_bytes;
       const nlohmann::json e = exports_for(g, plan, budget).at("physicsnemo");
       CHECK(e.at("config").at("concat_trick").get<bool>() == trick);
       CHECK(e.at("predicted").at("peak_bytes").get<std::int64_t>() ==

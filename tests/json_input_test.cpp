@@ -14,6 +14,7 @@
 #include "actmem/util/limits.h"
 #include "test_models.h"
 #include "util/json_fields.h"
+#include "util/json_text.h"
 
 using namespace actmem;
 
@@ -75,6 +76,40 @@ TEST_SUITE("json input") {
     CHECK_THROWS_AS(detail::parse_json("\"\xff\"", "u.json"), InputError);
   }
 
+  TEST_CASE("json: a document of more than kMaxJsonValues values is refused as it is read (was 1 GB for 16 MiB)") {
+    // The root, the array and `n` empty objects.
+    const auto with_objects = [](std::int64_t n) {
+      std::string text = "{\"checkpoints\": [{}";
+      for (std::int64_t i = 1; i < n; ++i) text += ",{}";
+      return text + "]}";
+    };
+    CHECK(detail::parse_json(with_objects(kMaxJsonValues - 2), "p.json").at("checkpoints").size() ==
+          kMaxJsonValues - 2);
+    CHECK_THROWS_WITH_AS(detail::parse_json(with_objects(kMaxJsonValues - 1), "p.json"),
+                         "p.json: /checkpoints/65534: more than 65536 values in one document; actmem's documents "
+                         "hold far fewer",
+                         InputError);
+  }
+
+  TEST_CASE("json: a file name holding a NUL byte names no file (was read up to the NUL)") {
+    const TempFile file(testing::tiny_model_json().dump());
+    const std::string cut = file.path.string() + std::string(1, '\0') + "ignored";
+    CHECK(detail::names_regular_file(file.path.string()));
+    CHECK_FALSE(detail::names_regular_file(cut));
+    CHECK_THROWS_AS(load_model(cut), InputError);
+    CHECK_THROWS_WITH_AS(detail::read_json_file(cut), doctest::Contains("expected a file name without NUL bytes"),
+                         InputError);
+  }
+
+  TEST_CASE("json: a model's description is free text, nothing else (was any JSON value)") {
+    nlohmann::json m = testing::tiny_model_json();
+    m["description"] = "a tiny test model";
+    CHECK(model_from_json(m, "m.json").name == "tiny");
+    m["description"] = nlohmann::json::array({1, 2});
+    CHECK_THROWS_WITH_AS(model_from_json(m, "m.json"), doctest::Contains("m.json: /description: expected a string"),
+                         InputError);
+  }
+
   TEST_CASE("json: a file larger than kMaxJsonFileBytes is refused before it is parsed") {
     const TempFile big(std::string(static_cast<std::size_t>(kMaxJsonFileBytes) + 1, ' '));
     CHECK_THROWS_WITH_AS(load_model(big.path.string()), doctest::Contains("file larger than 16 MiB"), InputError);
@@ -114,6 +149,8 @@ TEST_SUITE("json input") {
     nlohmann::json m = testing::tiny_model_json();
     m["name"] = "two\nlines";
     CHECK_THROWS_WITH_AS(model_from_json(m, "m.json"), doctest::Contains("m.json: /name: expected a name"), InputError);
+    m["name"] = "evil\u202Eslmt.exe";  // a right-to-left override reached the terminal raw
+    CHECK_THROWS_WITH_AS(model_from_json(m, "m.json"), doctest::Contains("m.json: /name: expected a name"), InputError);
     m = testing::tiny_model_json();
     m["latent_size"] = nlohmann::json::array();
     for (int i = 0; i < 100000; ++i) m["latent_size"].push_back(i);
@@ -131,6 +168,9 @@ TEST_SUITE("json input") {
     CHECK(one_line("0.25° × 8 — ok") == "0.25° × 8 — ok");
     CHECK(one_line("\xff\xc3") == "\\xff\\xc3");
     CHECK(one_line("\xc2\x85") == "\\xc2\\x85");  // C1 control (NEL)
+    // Line separator, right-to-left override, first-strong isolate: they move text on a terminal.
+    CHECK(one_line("a\u2028b\u202Ec\u2068d") == "a\\xe2\\x80\\xa8b\\xe2\\x80\\xaec\\xe2\\x81\\xa8d");
+    CHECK(one_line("\u200Bzero-width space stays") == "\u200Bzero-width space stays");
     CHECK(one_line(std::string(100000, 'x')).size() == kMaxMessageBytes);
     CHECK(one_line(std::string(kMaxMessageBytes, 'x')) == std::string(kMaxMessageBytes, 'x'));
     const InputError e("file\nname", "/a", std::string(10000, 'y'));

@@ -113,6 +113,30 @@ TEST_SUITE("limits") {
     CHECK_THROWS_WITH_AS(fits(g, tpu, tpu.memory_bytes + 1), doctest::Contains("budget: expected a budget"),
                          InputError);
     CHECK_THROWS_AS(device_with_memory(kMaxDeviceBytes + 1), InputError);
+    // simulate() judges fits against the budget it is given: never above the device.
+    CHECK_THROWS_WITH_AS(simulate(g, tpu, tpu.memory_bytes + 1, empty_plan(g.stages())),
+                         doctest::Contains("budget: expected a budget from 1 B to the memory of tpu-v4"), InputError);
+    CHECK_THROWS_AS(simulate(g, tpu, 0, empty_plan(g.stages())), InputError);
+  }
+
+  TEST_CASE("limits: a plan document's budget is checked against the device it is applied to, named or not") {
+    // Was "peak 84.78 GiB of 4194304.00 GiB budget: fits" for a plan file
+    // holding a budget and no device (simulate --plan on the default device).
+    const Device tpu = load_device("tpu-v4");
+    const auto document = [](nlohmann::json extra) {
+      nlohmann::json d{{"checkpoints", nlohmann::json::array()}};
+      d.update(extra);
+      return plan_document_from_json(d, "b.json");
+    };
+    const PlanDocument without_device = document({{"budget_bytes", std::int64_t{1} << 52}});
+    CHECK_THROWS_WITH_AS(without_device.budget_on(tpu),
+                         "b.json: /budget_bytes: expected at most the memory_bytes of the device it is applied to "
+                         "(tpu-v4: 34359738368), got 4503599627370496",
+                         InputError);
+    CHECK(document({{"budget_bytes", 1000}}).budget_on(tpu) == 1000);
+    CHECK(document(nlohmann::json::object()).budget_on(tpu) == tpu.memory_bytes);
+    CHECK_THROWS_WITH_AS(document({{"budget_bytes", tpu.memory_bytes + 1}, {"device", to_json(tpu)}}),
+                         doctest::Contains("b.json: /budget_bytes: expected at most the memory_bytes"), InputError);
   }
 
   TEST_CASE("limits: device speeds that would make a time infinite or NaN are refused") {

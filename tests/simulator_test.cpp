@@ -328,7 +328,8 @@ TEST_SUITE("simulator") {
     for (Implementation implementation : {Implementation::deepmind, Implementation::physicsnemo}) {
       CAPTURE(to_string(implementation));
       const CostGraph g = CostGraph::build(testing::tiny_model(2, implementation), run);
-      const Report r = simulate(g, load_device("a100-80gb"), std::int64_t{1} << 40, empty_plan(g.stages()), options);
+      const Device d = load_device("a100-80gb");
+      const Report r = simulate(g, d, d.memory_bytes, empty_plan(g.stages()), options);
       std::size_t i = 0;
       while (i < r.timeline.size() && r.timeline[i].at.op != "decoder.output_mlp.linear1") ++i;
       REQUIRE(i + 1 < r.timeline.size());

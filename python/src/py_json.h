@@ -11,9 +11,11 @@ namespace actmem::python {
 
 // InputError(source, JSON pointer of the offending value, …) for anything
 // else (a set, a non-str key, an int beyond 64 bits, a NaN, a str with lone
-// surrogates), and for values nested deeper than kMaxJsonDepth (a dict that
-// contains itself). Lists and dicts are read from their storage, never
-// through a subclass's __iter__.
+// surrogates), for values nested deeper than kMaxJsonDepth (a dict that
+// contains itself) and for more than kMaxJsonValues values, a list or dict
+// counted each time it is reached (a list that holds one list twice, thirty
+// levels down). Lists and dicts are read from their storage, never through
+// a subclass's __iter__.
 nlohmann::json to_json(pybind11::handle value, const std::string& source, const std::string& pointer = "");
 
 // A Python str as UTF-8; InputError(source, pointer, …) for anything else.

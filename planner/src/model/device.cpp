@@ -1,7 +1,6 @@
 #include "actmem/model/device.h"
 
 #include <algorithm>
-#include <filesystem>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -64,8 +63,7 @@ Device load_device(std::string_view id_or_path) {
     if (d.id == id) return d;
     ids.push_back(d.id);
   }
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(id, ec))
+  if (!detail::names_regular_file(id))
     throw InputError::argument(
         "device", fmt::format("'{}' is neither a catalog device nor a readable file{}; see 'actmem devices'", id,
                               did_you_mean(id, ids)));

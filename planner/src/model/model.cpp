@@ -179,6 +179,7 @@ ModelDescription model_from_json(const nlohmann::json& document, const std::stri
 
   ModelDescription m;
   m.name = in.optional_name("name").value_or(one_line(std::filesystem::path(source).stem().string()));
+  in.optional_string("description");  // free text for people, read by none of actmem's code
   m.architecture = in.string("architecture");
   if (const std::vector<std::string> names = architecture_names();
       std::find(names.begin(), names.end(), m.architecture) == names.end())
@@ -220,8 +221,7 @@ ModelDescription load_model(std::string_view preset_or_path) {
     if (!text) throw std::logic_error("preset " + name + " is not embedded");
     return model_from_json(detail::parse_json(*text, name), name);
   }
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(name, ec))
+  if (!detail::names_regular_file(name))
     throw InputError::argument("model", fmt::format("'{}' is neither a preset ({}) nor a readable file{}", name,
                                                     fmt::join(kPresets, ", "), did_you_mean(name, kPresets)));
   return model_from_json(detail::read_json_file(name), name);

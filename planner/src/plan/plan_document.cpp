@@ -1,17 +1,16 @@
 #include "actmem/plan/plan_document.h"
 
-#include <filesystem>
-
 #include <fmt/format.h>
 
 #include "actmem/simulate/simulator.h"
 #include "actmem/util/error.h"
 #include "actmem/util/limits.h"
 #include "util/json_fields.h"
+#include "util/json_text.h"
 
 namespace actmem {
 
-PlanDocument plan_document_from_json(const nlohmann::json& document, const std::string& source) {
+PlanDocument plan_document_from_json(nlohmann::json document, const std::string& source) {
   const detail::FieldReader in(document, source);
   in.reject_unknown_fields({"format", "version", "model", "run", "device", "budget_bytes", "stages", "checkpoints",
                             "edge_blocks", "step_checkpoint", "host_offload", "predicted", "exports"});
@@ -33,14 +32,21 @@ PlanDocument plan_document_from_json(const nlohmann::json& document, const std::
   if (in.has("run")) d.run = run_options_from_json(in.value("run"), source, "/run");
   if (in.has("device")) d.device = device_from_json(in.value("device"), source, "/device");
   if (in.has("budget_bytes")) d.budget_bytes = in.positive_int("budget_bytes", kMaxDeviceBytes);
-  if (d.budget_bytes && d.device && *d.budget_bytes > d.device->memory_bytes)
-    in.fail("budget_bytes", fmt::format("expected at most the device's memory_bytes ({}), got {}",
-                                        d.device->memory_bytes, *d.budget_bytes));
+  if (d.device) d.budget_on(*d.device);
   d.plan = nlohmann::json::object();
   for (const char* key : {"stages", "checkpoints", "edge_blocks", "step_checkpoint", "host_offload"})
-    if (in.has(key)) d.plan[key] = in.value(key);
+    if (in.has(key)) d.plan[key] = std::move(document[key]);  // moved, not copied: `in` reads no more of it
   if (!d.plan.contains("checkpoints")) in.fail("checkpoints", "missing required field");
   return d;
+}
+
+std::int64_t PlanDocument::budget_on(const Device& on) const {
+  if (!budget_bytes) return on.memory_bytes;
+  if (*budget_bytes > on.memory_bytes)
+    throw InputError(source, "/budget_bytes",
+                     fmt::format("expected at most the memory_bytes of the device it is applied to ({}: {}), got {}",
+                                 on.id, on.memory_bytes, *budget_bytes));
+  return *budget_bytes;
 }
 
 PlanDocument read_plan_document(const std::string& path) {
@@ -62,8 +68,7 @@ Plan plan_for(const PlanDocument& d, const CostGraph& graph) {
 }
 
 PlanChoice::PlanChoice(std::string name_or_path) : name(std::move(name_or_path)) {
-  std::error_code ec;
-  if (std::filesystem::is_regular_file(name, ec)) document = read_plan_document(name);
+  if (detail::names_regular_file(name)) document = read_plan_document(name);
 }
 
 Plan PlanChoice::plan(const CostGraph& graph) const {

@@ -12,8 +12,8 @@ nlohmann::json plan_to_document(const CostGraph& graph, const Device& device, st
   return plan_document_json(graph, device, budget_bytes, plan, predicted, exports);
 }
 
-Plan plan_from_document(const nlohmann::json& document, const CostGraph& graph, const std::string& source) {
-  return plan_for(plan_document_from_json(document, source), graph);
+Plan plan_from_document(nlohmann::json document, const CostGraph& graph, const std::string& source) {
+  return plan_for(plan_document_from_json(std::move(document), source), graph);
 }
 
 }  // namespace actmem

@@ -272,6 +272,7 @@ class Simulation : detail::MemoryMachine {
 
 Report simulate(const CostGraph& graph, const Device& device, std::int64_t budget_bytes, const Plan& plan,
                 const SimulationOptions& options) {
+  budget_within(device, budget_bytes, "budget");  // a larger budget would answer "fits" for what cannot
   validate(plan, graph.chain());
   std::vector<std::int64_t> step_backward_bytes;
   const auto simulation = [&](std::int64_t capture_at) {

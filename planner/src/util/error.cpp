@@ -12,8 +12,18 @@ std::string compose(const std::string& source, const std::string& field, const s
   return one_line(text + message);
 }
 
+// Characters that change how a terminal lays out what follows them: the
+// line and paragraph separators, which end a line, and the bidirectional
+// formatting characters (marks, embeddings, overrides, isolates), which
+// can make text read otherwise than it is stored ("Trojan Source").
+bool moves_text(std::uint32_t code) {
+  return code == 0x061c || code == 0x200e || code == 0x200f || (code >= 0x2028 && code <= 0x202e) ||
+         (code >= 0x2066 && code <= 0x2069);
+}
+
 // Length of the valid UTF-8 sequence at text[i] (1 to 4), or 0 when the
-// bytes there are not one, or are a control character (C0, DEL or C1).
+// bytes there are not one, or are a control character (C0, DEL or C1) or
+// one that moves text (moves_text()).
 std::size_t printable_sequence(std::string_view text, std::size_t i) {
   const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
   const unsigned char lead = byte(i);
@@ -41,7 +51,7 @@ std::size_t printable_sequence(std::string_view text, std::size_t i) {
   static constexpr std::uint32_t kLeast[] = {0, 0, 0x80, 0x800, 0x10000};
   const bool valid = code >= kLeast[length] && code <= 0x10ffff && !(code >= 0xd800 && code <= 0xdfff);
   const bool c1_control = code >= 0x80 && code <= 0x9f;
-  return valid && !c1_control ? length : 0;
+  return valid && !c1_control && !moves_text(code) ? length : 0;
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "util/json_text.h"
 
+#include <filesystem>
 #include <fstream>
 #include <vector>
 
@@ -62,10 +63,12 @@ class BoundedDocument final : public nlohmann::json_sax<json> {
     return member;
   }
   bool add(json&& value) {
+    count();
     place(std::move(value));
     return true;
   }
   bool open(json&& container) {
+    count();
     if (open_.size() >= static_cast<std::size_t>(kMaxJsonDepth))
       throw InputError(source_, pointer_here(),
                        fmt::format("arrays and objects nested more than {} levels deep", kMaxJsonDepth));
@@ -77,6 +80,14 @@ class BoundedDocument final : public nlohmann::json_sax<json> {
     open_.pop_back();
     path_.pop_back();
     return true;
+  }
+
+  // Counts the value about to be added.
+  void count() {
+    if (++values_ > kMaxJsonValues)
+      throw InputError(
+          source_, pointer_here(),
+          fmt::format("more than {} values in one document; actmem's documents hold far fewer", kMaxJsonValues));
   }
 
   // The pointer segment of the value about to be added.
@@ -117,6 +128,7 @@ class BoundedDocument final : public nlohmann::json_sax<json> {
   std::vector<json*> open_;        // the arrays and objects being filled, outermost first
   std::vector<std::string> path_;  // their pointer segments ("" for the root)
   std::string key_;
+  std::int64_t values_ = 0;  // placed so far
 };
 
 }  // namespace
@@ -127,7 +139,13 @@ nlohmann::json parse_json(std::string_view text, const std::string& source) {
   return document.take();
 }
 
+bool names_regular_file(const std::string& path) {
+  std::error_code ec;
+  return path.find('\0') == std::string::npos && std::filesystem::is_regular_file(path, ec);
+}
+
 nlohmann::json read_json_file(const std::string& path) {
+  if (path.find('\0') != std::string::npos) throw InputError(path, "", "expected a file name without NUL bytes");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path, "", "cannot open file for reading");
   std::string text;

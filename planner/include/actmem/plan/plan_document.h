@@ -27,16 +27,23 @@ struct PlanDocument {
   std::optional<ModelDescription> model;
   std::optional<RunOptions> run;
   std::optional<Device> device;
-  std::optional<std::int64_t> budget_bytes;
-  nlohmann::json plan;  // the checkpoints/edge_blocks part, validated once the model is known
+  std::optional<std::int64_t> budget_bytes;  // as written; read it through budget_on()
+  nlohmann::json plan;                       // the checkpoints/edge_blocks part, validated once the model is known
   std::string source;
+
+  // The document's budget for `device` (its own device, or the one a
+  // caller puts in its place), checked against that device's memory:
+  // InputError(source, "/budget_bytes", …) when above it, whether or not
+  // the document names a device. The device's memory when it has no budget.
+  std::int64_t budget_on(const Device& device) const;
 };
 
 // Reads a plan file; syntax and the optional sections are validated here.
 PlanDocument read_plan_document(const std::string& path);
 
 // The same for a document already in memory; `source` names it in errors.
-PlanDocument plan_document_from_json(const nlohmann::json& document, const std::string& source);
+// The plan's part is moved out of `document`, never copied.
+PlanDocument plan_document_from_json(nlohmann::json document, const std::string& source);
 
 // The plan of a document for a model's stage chain. Throws InputError if the
 // document names another model (fingerprint mismatch) or its regions and
@@ -58,14 +65,5 @@ struct PlanChoice {
 // The complete plan document for a plan and its simulation.
 nlohmann::json plan_document_json(const CostGraph& graph, const Device& device, std::int64_t budget_bytes,
                                   const Plan& plan, const Report& predicted, const nlohmann::json& exports);
-
-// Writes text to path through a temporary file in the same folder and a
-// rename, so that readers see the old file or the new one, never a part
-// (src/atomic_write.cpp). A symbolic link's target is replaced, not the
-// link; a character device or FIFO (/dev/stdout) is written through; a
-// directory or other special file is refused. No temporary file outlives
-// the call, and those a killed writer left are removed. Any failure is an
-// InputError(path, "", …).
-void write_file_atomically(const std::string& path, const std::string& text);
 
 }  // namespace actmem

@@ -25,6 +25,6 @@ nlohmann::json plan_to_document(const CostGraph& graph, const Device& device, st
 // The plan of a document for `graph`: InputError when the document is
 // malformed, names another model (fingerprint) or its regions and blocks do
 // not fit the graph's stages.
-Plan plan_from_document(const nlohmann::json& document, const CostGraph& graph, const std::string& source);
+Plan plan_from_document(nlohmann::json document, const CostGraph& graph, const std::string& source);
 
 }  // namespace actmem

@@ -33,8 +33,9 @@ struct SimulationOptions {
 };
 
 // Simulates one training step. `budget_bytes` is what fits is judged
-// against (usually device.memory_bytes; the device's reserve is part of the
-// predicted peak). The plan must have been made for graph.stages():
+// against: 1 B to device.memory_bytes (budget_within(), InputError
+// otherwise), usually all of it; the device's reserve is part of the
+// predicted peak. The plan must have been made for graph.stages():
 // validate() (plan.h) checks it, throwing InputError.
 Report simulate(const CostGraph& graph, const Device& device, std::int64_t budget_bytes, const Plan& plan,
                 const SimulationOptions& options = {});

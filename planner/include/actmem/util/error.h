@@ -42,7 +42,9 @@ class InputError : public std::runtime_error {
 };
 
 // `text` made safe to print as one line: control bytes (newlines included),
-// DEL and bytes that are not valid UTF-8 are written as \xNN, and what would
+// DEL, the bytes of the line and paragraph separators and of the
+// bidirectional formatting characters (U+061C, U+200E/F, U+202A-E,
+// U+2066-9), and bytes that are not valid UTF-8 are written as \xNN; what would
 // be longer than kMaxMessageBytes is cut to end in "..." within that length.
 // one_line(one_line(t)) == one_line(t).
 std::string one_line(std::string_view text);

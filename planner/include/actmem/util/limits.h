@@ -58,5 +58,11 @@ inline constexpr std::int64_t kMaxJsonFileBytes = std::int64_t{16} << 20;  // 16
 // Nesting of JSON arrays and objects (a plan with kMaxRegionDepth levels
 // of regions needs about 2 × kMaxRegionDepth + 4).
 inline constexpr int kMaxJsonDepth = 64;
+// Values of one document (every number, string, array and object, the
+// root included; a Python value reached twice counts twice). The largest
+// document actmem writes, a plan with its prediction and exports, holds a
+// few hundred; a 16 MiB file of empty objects would hold 5.6 million,
+// each costing about 180 bytes once parsed.
+inline constexpr std::int64_t kMaxJsonValues = std::int64_t{1} << 16;
 
 }  // namespace actmem
