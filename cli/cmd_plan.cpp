@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actmem/plan/exports.h"
+#include "actmem/plan/output_files.h"
 #include "actmem/plan/plan_document.h"
 #include "actmem/solve/solver.h"
 #include "actmem/util/error.h"
@@ -64,7 +65,7 @@ int run_plan(const Args& args) {
     std::cout << text;
   } else {
     write_file_atomically(output, text);
-    std::cerr << fmt::format("wrote {}: peak {} of {}{}, recompute +{:.1f}%\n", output,
+    std::cerr << fmt::format("wrote {}: peak {} of {}{}, recompute +{:.1f}%\n", one_line(output),
                              format_bytes(solution.report.peak_bytes), format_bytes(budget),
                              headroom_note(setup.headroom_bytes(device)), 100.0 * solution.report.recompute_overhead());
   }

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "actmem/plan/output_files.h"
 #include "actmem/plan/plan_document.h"
 #include "actmem/simulate/simulator.h"
 #include "actmem/util/error.h"

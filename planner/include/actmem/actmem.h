@@ -25,6 +25,7 @@
 #include "actmem/model/model.h"
 #include "actmem/model/run_options.h"
 #include "actmem/plan/exports.h"
+#include "actmem/plan/output_files.h"
 #include "actmem/plan/plan_document.h"
 #include "actmem/plan/plan_json.h"
 #include "actmem/simulate/accuracy_notes.h"
