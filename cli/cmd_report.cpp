@@ -1,11 +1,11 @@
 // `actmem report`: the memory pictures of one step in one self-contained
 // HTML file (docs/report.md), or the timeline alone as SVG.
 #include <algorithm>
-#include <filesystem>
 #include <iostream>
 
 #include <fmt/format.h>
 
+#include "actmem/plan/output_files.h"
 #include "actmem/solve/solver.h"
 #include "actmem/util/error.h"
 #include "actmem/util/units.h"
@@ -41,21 +41,18 @@ Chosen choose(const RunSetup& setup, const std::string& plan_name, const CLI::Ap
                      : "nothing fits: the plan that needs the least memory"};
 }
 
-// Writes each (path, text) atomically; if one fails, the files this call
-// created before it are removed again, so a failed report leaves none.
-void write_outputs(const std::vector<std::pair<std::string, std::string>>& outputs) {
-  std::vector<std::string> created;
+// Everything the report draws; the timeline it cannot draw is an error
+// about the report, which has no --timeline option to name.
+picture::ReportFigures gather(const RunSetup& setup, const Chosen& chosen) {
+  const auto& [graph, device, budget] = chosen.target;
   try {
-    for (const auto& [path, text] : outputs) {
-      std::error_code ec;
-      const bool existed = std::filesystem::exists(path, ec);
-      write_file_atomically(path, text);
-      if (!existed) created.push_back(path);
-    }
-  } catch (...) {
-    std::error_code ignored;  // the first failure is the one to report
-    for (const std::string& path : created) std::filesystem::remove(path, ignored);
-    throw;
+    return picture::gather_figures(
+        graph, device, budget, chosen.plan, chosen.origin, setup.solver_options(), [&setup](const Device& d) {
+          return std::max<std::int64_t>(d.memory_bytes - setup.headroom->of(d.memory_bytes), 0);
+        });
+  } catch (const InputError& e) {
+    if (!e.is_argument() || e.source() != "timeline") throw;
+    throw InputError("report", "", "it draws the step's timeline, and " + e.message());
   }
 }
 
@@ -83,28 +80,30 @@ int run_report(const Args& args) {
   ProgressLine progress("actmem report", setup.quiet);
   const Chosen chosen = choose(setup, plan_name, app);
   const auto& [graph, device, budget] = chosen.target;
-  picture::ReportFigures figures = picture::gather_figures(
-      graph, device, budget, chosen.plan, chosen.origin, setup.solver_options(), [&setup](const Device& d) {
-        return std::max<std::int64_t>(d.memory_bytes - setup.headroom->of(d.memory_bytes), 0);
-      });
+  picture::ReportFigures figures = gather(setup, chosen);
   figures.subtitle = describe_run(graph, device);
   figures.subtitle.pop_back();  // the newline
   figures.subtitle += ", budget " + format_bytes(budget);
 
-  std::vector<std::pair<std::string, std::string>> outputs;
-  if (!svg_path.empty()) outputs.emplace_back(svg_path, picture::timeline_svg(figures.report, figures.subtitle, true));
+  // Both files or neither (output_files.h).
+  std::vector<std::pair<std::string, std::int64_t>> written;  // path, bytes
+  OutputFiles files;
+  const auto stage = [&](const std::string& path, std::string text) {
+    written.emplace_back(path, static_cast<std::int64_t>(text.size()));
+    files.stage(path, std::move(text));
+  };
+  if (!svg_path.empty()) stage(svg_path, picture::timeline_svg(figures.report, figures.subtitle, true));
   const std::string html = output.empty() ? "" : picture::html_report(figures);
-  if (!output.empty() && output != "-") outputs.emplace_back(output, html);
+  if (!output.empty() && output != "-") stage(output, html);
   progress.clear();
-  write_outputs(outputs);
+  files.publish();
   if (output == "-") std::cout << html;
 
   const Report& r = figures.report;
   if (!setup.quiet)
-    for (const auto& [path, text] : outputs)
-      std::cerr << fmt::format("wrote {} ({}): peak {} of {}, {}\n", one_line(path),
-                               format_bytes(static_cast<std::int64_t>(text.size())), format_bytes(r.peak_bytes),
-                               format_bytes(budget), r.fits ? "fits" : "does not fit");
+    for (const auto& [path, bytes] : written)
+      std::cerr << fmt::format("wrote {} ({}): peak {} of {}, {}\n", one_line(path), format_bytes(bytes),
+                               format_bytes(r.peak_bytes), format_bytes(budget), r.fits ? "fits" : "does not fit");
   return r.fits ? 0 : 1;
 }
 

@@ -42,7 +42,7 @@ std::vector<ParetoPoint> judged_frontier(const CostGraph& graph, const Device& d
 ReportFigures gather_figures(const CostGraph& graph, const Device& device, std::int64_t budget_bytes, const Plan& plan,
                              std::string plan_origin, const SolverOptions& options,
                              const CatalogBudget& catalog_budget) {
-  const int steps = 3 + static_cast<int>(device_catalog().size());
+  const int steps = 4;
   ReportFigures f;
   f.model_name = graph.model().name;
   f.run = graph.run();
@@ -72,12 +72,12 @@ ReportFigures gather_figures(const CostGraph& graph, const Device& device, std::
       mark("full", "full checkpointing", simulate(graph, device, budget_bytes, builtin_plan("full", graph.chain()))));
   for (MarkedPlan& m : trainer_marks(f.exports, budget_bytes)) f.marks.push_back(std::move(m));
 
-  int step = 4;
-  for (const Device& d : device_catalog()) {
-    report_progress(fmt::format("catalog: {}", d.id), step++, steps);
-    const std::int64_t budget = catalog_budget ? catalog_budget(d) : d.memory_bytes;
-    f.catalog.push_back({d, fits(graph, d, budget, options), d.id == device.id});
-  }
+  report_progress("catalog", 4, steps);
+  std::vector<std::int64_t> budgets;
+  for (const Device& d : device_catalog()) budgets.push_back(catalog_budget ? catalog_budget(d) : d.memory_bytes);
+  std::vector<FitAnswer> answers = fits_each(graph, device_catalog(), budgets, options);
+  for (std::size_t i = 0; i < answers.size(); ++i)
+    f.catalog.push_back({device_catalog()[i], std::move(answers[i]), device_catalog()[i].id == device.id});
   return f;
 }
 

@@ -58,7 +58,7 @@ struct ReportFigures {
 };
 
 // How much of a catalog device's memory a plan may use (its memory less the
-// headroom `actmem fit` keeps free).
+// headroom `actmem fit` keeps free; 0 where that leaves nothing).
 using CatalogBudget = std::function<std::int64_t(const Device&)>;
 
 // Runs everything the report shows. Reports progress steps (actmem/util/progress.h).

@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <random>
 
 #include "actmem/model/device.h"
@@ -870,6 +871,92 @@ TEST_SUITE("solver") {
           front.back().report.step_time_s ==
           doctest::Approx(simulate(g, device, device.memory_bytes, empty_plan(g.stages())).step_time_s).epsilon(1e-12));
     }
+  }
+
+  TEST_CASE("solver: no plan is faster than fastest_plan(), on any device") {
+    // What solve_each() relies on to answer without a search: every other
+    // plan of the space runs the same ops and more. Random plans, blocks
+    // and nested regions included, on devices of different balance.
+    std::mt19937 rng(11);
+    const std::vector<Device> devices{load_device("tpu-v4"), load_device("a100-80gb"), load_device("rtx4090-24gb"),
+                                      load_device("mi300x")};
+    for (const RunCase& c : kRuns) {
+      const std::string run_name = c.name;
+      CAPTURE(run_name);
+      const CostGraph g = graph_for(testing::tiny_model(3), c);
+      const Plan fastest = fastest_plan(g);
+      CHECK(fastest.step_checkpoint == !detail::chain_model_covers_unstepped_plans(g));
+      for (const Device& d : devices) {
+        CAPTURE(d.id);
+        const double least = simulate(g, d, d.memory_bytes, fastest).step_time_s;
+        for (int i = 0; i < 25; ++i) {
+          Plan plan = random_plan(rng, static_cast<int>(g.stages().size()), edges_per_stage(g.chain()));
+          for (bool stepped : step_checkpoint_choices(g)) {
+            plan.step_checkpoint = stepped;
+            CAPTURE(describe(plan, g.stages()));
+            CHECK(simulate(g, d, d.memory_bytes, plan).step_time_s >= least * (1 - 1e-12));
+          }
+        }
+      }
+    }
+  }
+
+  TEST_CASE("solver: solve_each() answers as solve() on every catalog device, with one search where it can") {
+    // Budgets: each device's memory, and one between the least peak and the
+    // fastest plan's peak (a search of its own), both frameworks, rollouts
+    // 1 and 3 (JAX's scanned loop: step checkpoints only).
+    for (const RunCase& c : {kRuns[0], kRuns[3], kRuns[4], kRuns[7]}) {
+      const std::string run_name = c.name;
+      CAPTURE(run_name);
+      const CostGraph g = graph_for(testing::tiny_model(4), c);
+      std::vector<Device> devices = device_catalog();
+      std::vector<std::int64_t> budgets;
+      for (const Device& d : device_catalog()) budgets.push_back(d.memory_bytes);
+      const Device& tight = devices.front();
+      const std::int64_t least = minimum_memory(g, tight).min_peak_bytes;
+      const std::int64_t fastest = simulate(g, tight, tight.memory_bytes, fastest_plan(g)).peak_bytes;
+      REQUIRE(least < fastest);
+      devices.push_back(tight);
+      budgets.push_back((least + fastest) / 2);
+      const std::vector<Solution> each = solve_each(g, devices, budgets);
+      REQUIRE(each.size() == devices.size());
+      for (std::size_t i = 0; i < devices.size(); ++i) {
+        CAPTURE(devices[i].id);
+        CAPTURE(budgets[i]);
+        const Solution alone = solve(g, devices[i], budgets[i]);
+        CHECK(each[i].feasible == alone.feasible);
+        CHECK(each[i].plan == alone.plan);
+        CHECK(each[i].min_peak_bytes == alone.min_peak_bytes);
+        CHECK(each[i].report.peak_bytes == alone.report.peak_bytes);
+        CHECK(each[i].report.budget_bytes == budgets[i]);
+        CHECK(each[i].report.step_time_s == doctest::Approx(alone.report.step_time_s).epsilon(1e-12));
+      }
+    }
+  }
+
+  TEST_CASE(
+      "solver: solve_each() on the catalog costs about one search, not one per device (was: report solved "
+      "14 times)") {
+    // The least of three timings each, so that a busy machine does not decide.
+    using Clock = std::chrono::steady_clock;
+    const CostGraph g = graph_for(testing::tiny_model(6), kRuns[4]);
+    std::vector<std::int64_t> budgets;
+    for (const Device& d : device_catalog()) budgets.push_back(d.memory_bytes);
+    const auto least_of_three = [](const auto& work) {
+      double least = 1e9;
+      for (int i = 0; i < 3; ++i) {
+        const auto start = Clock::now();
+        work();
+        least = std::min(least, std::chrono::duration<double>(Clock::now() - start).count());
+      }
+      return least;
+    };
+    const double shared = least_of_three([&] { solve_each(g, device_catalog(), budgets); });
+    const double one_by_one = least_of_three([&] {
+      for (std::size_t i = 0; i < budgets.size(); ++i) solve(g, device_catalog()[i], budgets[i]);
+    });
+    MESSAGE("solve_each " << shared << " s, one solve per device " << one_by_one << " s");
+    CHECK(shared < 0.3 * one_by_one);
   }
 
   TEST_CASE("solver: never slower than a built-in plan at that plan's own peak") {

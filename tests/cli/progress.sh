@@ -18,7 +18,7 @@ on_terminal() {
 
 sweep=(sweep --model graphcast-small --devices a100-80gb,tpu-v4 --batch 1,2 --rollout 1)
 on_terminal "$work/sweep.tty" "${sweep[@]}" || fail "sweep on a terminal exited $?"
-grep -q 'actmem sweep: \[4/4\] tpu-v4, batch 2, rollout 1' "$work/sweep.tty" || fail "no sweep progress: $(cat -v "$work/sweep.tty")"
+grep -q 'actmem sweep: \[2/2\] batch 2, rollout 1' "$work/sweep.tty" || fail "no sweep progress: $(cat -v "$work/sweep.tty")"
 grep -q $'\e\\[K' "$work/sweep.tty" || fail "progress does not erase its line"
 # The table rows are whole lines: the progress line is erased before each.
 [ "$(grep -c '^a100-80gb\|^tpu-v4' <(sed 's/.*\x1b\[K//' "$work/sweep.tty"))" = 4 ] || fail "rows: $(cat -v "$work/sweep.tty")"

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 #include <optional>
+#include <stdexcept>
 #include <utility>
 
 #include "actmem/simulate/simulator.h"
@@ -259,6 +260,45 @@ Solution solve(const CostGraph& graph, const Device& device, std::int64_t budget
   Solution offloaded = fastest_fitting(graph, device, budget_bytes, block_choices,
                                        loop_body_plans(graph, device, options, /*host_offload=*/true));
   return offloaded.feasible || offloaded.min_peak_bytes < on_device.min_peak_bytes ? offloaded : on_device;
+}
+
+Plan fastest_plan(const CostGraph& graph) {
+  Plan plan = empty_plan(graph.stages());
+  plan.step_checkpoint = !detail::chain_model_covers_unstepped_plans(graph);
+  return plan;
+}
+
+std::vector<Solution> solve_each(const CostGraph& graph, const std::vector<Device>& devices,
+                                 const std::vector<std::int64_t>& budgets, const SolverOptions& options) {
+  if (budgets.size() != devices.size()) throw std::invalid_argument("solve_each: expected a budget for each device");
+  const Plan fastest = fastest_plan(graph);
+  std::vector<Solution> out(devices.size());
+  std::vector<std::size_t> fastest_fits;
+  // The least peak on the device less its reserve, the same on every
+  // device: from a solve() that kept everything on the device, or searched.
+  std::optional<std::int64_t> least;
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    if (budgets[i] == 0) {
+      out[i] = solve(graph, devices[i], 1, options);
+      out[i].feasible = out[i].report.fits = false;
+      out[i].report.budget_bytes = 0;
+    } else if (Report r = simulate(graph, devices[i], budgets[i], fastest); r.peak_bytes <= budgets[i]) {
+      out[i].feasible = true;
+      out[i].plan = fastest;
+      out[i].report = std::move(r);
+      fastest_fits.push_back(i);
+      continue;
+    } else {
+      out[i] = solve(graph, devices[i], budgets[i], options);
+    }
+    if (!least && !out[i].plan.host_offload) least = out[i].min_peak_bytes - devices[i].reserve_bytes;
+  }
+  if (!fastest_fits.empty() && !least) {
+    const Device& d = devices[fastest_fits.front()];
+    least = minimum_memory(graph, d, options).min_peak_bytes - d.reserve_bytes;
+  }
+  for (std::size_t i : fastest_fits) out[i].min_peak_bytes = *least + devices[i].reserve_bytes;
+  return out;
 }
 
 Solution minimum_memory(const CostGraph& graph, const Device& device, const SolverOptions& options) {

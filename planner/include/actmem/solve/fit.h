@@ -6,6 +6,7 @@
 // figure is the simulator's, for the returned plan.
 
 #include <cstdint>
+#include <vector>
 
 #include "actmem/cost/cost_graph.h"
 #include "actmem/model/device.h"
@@ -32,5 +33,10 @@ FitAnswer fits(const CostGraph& graph, const Device& device, std::int64_t budget
 // The same with the device's whole memory as the budget (its reserve is part
 // of every predicted peak), as the CLI's default.
 FitAnswer fits(const CostGraph& graph, const Device& device);
+
+// fits() on each of `devices` against the budget beside it, sharing what
+// does not depend on the device (solve_each(), solver.h).
+std::vector<FitAnswer> fits_each(const CostGraph& graph, const std::vector<Device>& devices,
+                                 const std::vector<std::int64_t>& budgets, const SolverOptions& options = {});
 
 }  // namespace actmem

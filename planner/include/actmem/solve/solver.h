@@ -49,6 +49,25 @@ struct Solution {
 Solution solve(const CostGraph& graph, const Device& device, std::int64_t budget_bytes,
                const SolverOptions& options = {});
 
+// solve() on each of `devices` against the budget beside it, sharing what
+// does not depend on the device: memory is the same on every device but
+// for its reserve, so the least peak any plan reaches is searched once; and
+// the space's fastest plan (fastest_plan()), where it fits a device's
+// budget, is that device's answer without a search of its own. Other
+// devices are solved as solve() solves them. The answers are solve()'s,
+// device by device (tests/solver_test.cpp). A budget of 0 B (a headroom
+// of a device's whole memory) is answered too: nothing fits, and the plan
+// is the least-memory one, which says what would be needed.
+std::vector<Solution> solve_each(const CostGraph& graph, const std::vector<Device>& devices,
+                                 const std::vector<std::int64_t>& budgets, const SolverOptions& options = {});
+
+// The plan of the space that recomputes least, on any device: no
+// checkpoint at all, or, where the space holds only step-checkpointed
+// plans (a JAX rollout, XLA's scanned loop), each step checkpointed with
+// nothing inside. Every other plan runs the same ops and more, so no plan
+// is faster on any device (tests/solver_test.cpp).
+Plan fastest_plan(const CostGraph& graph);
+
 // The least peak_bytes any plan in the space reaches, and a plan reaching it.
 Solution minimum_memory(const CostGraph& graph, const Device& device, const SolverOptions& options = {});
 
