@@ -11,9 +11,9 @@
 #include "py_errors.h"
 #include "py_inputs.h"
 #include "py_json.h"
+#include "py_signature.h"
 
 namespace py = pybind11;
-using namespace py::literals;
 
 namespace actmem::python {
 namespace {
@@ -38,11 +38,23 @@ py::list timeline_rows(const Report& report) {
   return rows;
 }
 
-RunArguments arguments(py::object model, py::object device, py::object memory, py::object budget, py::object batch,
-                       py::object rollout, py::object dtype, py::object framework, py::object optimizer,
-                       py::object autocast) {
-  return RunArguments{std::move(model), std::move(device),    std::move(memory),    std::move(budget),  batch, rollout,
-                      std::move(dtype), std::move(framework), std::move(optimizer), std::move(autocast)};
+// The run's parameters every planning function takes (py_inputs.h), then its own.
+Signature planning(const char* function, std::vector<Parameter> own) {
+  std::vector<Parameter> parameters{{"model", "graphcast"},           {"device", "tpu-v4"},
+                                    {"memory", nullptr, true},        {"budget", nullptr, true},
+                                    {"batch", std::int64_t{1}, true}, {"rollout", std::int64_t{1}, true},
+                                    {"dtype", "bfloat16", true},      {"framework", "jax", true},
+                                    {"optimizer", "adam", true},      {"autocast", "cuda", true}};
+  for (Parameter& p : own) {
+    p.keyword_only = true;
+    parameters.push_back(p);
+  }
+  return Signature(function, std::move(parameters));
+}
+
+RunArguments run_arguments(const Arguments& a) {
+  return RunArguments{a["model"],   a["device"], a["memory"],    a["budget"],    a["batch"],
+                      a["rollout"], a["dtype"],  a["framework"], a["optimizer"], a["autocast"]};
 }
 
 // Fills a JSON value by `compute` without the GIL, then converts it to
@@ -65,31 +77,25 @@ SolverOptions solver_options(py::handle nested_regions) {
   return options;
 }
 
-py::object fits_py(py::object model, py::object device, py::object memory, py::object budget, py::object batch,
-                   py::object rollout, py::object dtype, py::object framework, py::object optimizer,
-                   py::object autocast, py::object nested_regions) {
-  const Target t =
-      target_from(arguments(model, device, memory, budget, batch, rollout, dtype, framework, optimizer, autocast));
-  const SolverOptions options = solver_options(nested_regions);
+py::object fits_py(const Arguments& a) {
+  const Target t = target_from(run_arguments(a));
+  const SolverOptions options = solver_options(a["nested_regions"]);
   return json_without_gil([&](nlohmann::json& out) {
-    const FitAnswer a = fits(*t.graph, t.device, t.budget_bytes, options);
-    out = {{"fits", a.fits},
-           {"peak_bytes", a.peak_bytes},
-           {"min_peak_bytes", a.min_peak_bytes},
-           {"budget_bytes", a.budget_bytes},
+    const FitAnswer answer = fits(*t.graph, t.device, t.budget_bytes, options);
+    out = {{"fits", answer.fits},
+           {"peak_bytes", answer.peak_bytes},
+           {"min_peak_bytes", answer.min_peak_bytes},
+           {"budget_bytes", answer.budget_bytes},
            {"device", t.device.id},
-           {"plan", plan_json(a.plan, *t.graph)},
-           {"description", describe(a.plan, t.graph->stages())},
-           {"report", to_json(a.report)}};
+           {"plan", plan_json(answer.plan, *t.graph)},
+           {"description", describe(answer.plan, t.graph->stages())},
+           {"report", to_json(answer.report)}};
   });
 }
 
-py::object plan_py(py::object model, py::object device, py::object memory, py::object budget, py::object batch,
-                   py::object rollout, py::object dtype, py::object framework, py::object optimizer,
-                   py::object autocast, py::object nested_regions) {
-  const Target t =
-      target_from(arguments(model, device, memory, budget, batch, rollout, dtype, framework, optimizer, autocast));
-  const SolverOptions options = solver_options(nested_regions);
+py::object plan_py(const Arguments& a) {
+  const Target t = target_from(run_arguments(a));
+  const SolverOptions options = solver_options(a["nested_regions"]);
   return json_without_gil([&](nlohmann::json& document) {
     const Solution s = solve(*t.graph, t.device, t.budget_bytes, options);
     nlohmann::json exports = trainer_exports(*t.graph, t.device, t.budget_bytes, s.plan, s.report);
@@ -98,14 +104,11 @@ py::object plan_py(py::object model, py::object device, py::object memory, py::o
   });
 }
 
-py::object simulate_py(py::object model, py::object device, py::object memory, py::object budget, py::object batch,
-                       py::object rollout, py::object dtype, py::object framework, py::object optimizer,
-                       py::object autocast, py::object plan, py::object timeline) {
-  const Target t =
-      target_from(arguments(model, device, memory, budget, batch, rollout, dtype, framework, optimizer, autocast));
-  const Plan p = plan_from(plan, *t.graph);
+py::object simulate_py(const Arguments& a) {
+  const Target t = target_from(run_arguments(a));
+  const Plan p = plan_from(a["plan"], *t.graph);
   SimulationOptions options;
-  options.record_timeline = flag_from(timeline, "timeline");
+  options.record_timeline = flag_from(a["timeline"], "timeline");
   Report r;
   py::object result = json_without_gil([&](nlohmann::json& out) {
     r = simulate(*t.graph, t.device, t.budget_bytes, p, options);
@@ -116,12 +119,9 @@ py::object simulate_py(py::object model, py::object device, py::object memory, p
   return result;
 }
 
-py::object pareto_py(py::object model, py::object device, py::object memory, py::object budget, py::object batch,
-                     py::object rollout, py::object dtype, py::object framework, py::object optimizer,
-                     py::object autocast, py::object nested_regions) {
-  const Target t =
-      target_from(arguments(model, device, memory, budget, batch, rollout, dtype, framework, optimizer, autocast));
-  const SolverOptions options = solver_options(nested_regions);
+py::object pareto_py(const Arguments& a) {
+  const Target t = target_from(run_arguments(a));
+  const SolverOptions options = solver_options(a["nested_regions"]);
   return json_without_gil([&](nlohmann::json& points) {
     points = nlohmann::json::array();
     for (const ParetoPoint& p : pareto_frontier(*t.graph, t.device, options)) {
@@ -136,12 +136,19 @@ py::object pareto_py(py::object model, py::object device, py::object memory, py:
   });
 }
 
-// Defines a function taking the run arguments (py_inputs.h), then `extra`.
-template <typename F, typename... Extra>
-void def_planning(py::module_& m, const char* name, F f, const char* doc, Extra... extra) {
-  m.def(name, f, doc, "model"_a = "graphcast", "device"_a = "tpu-v4", py::kw_only(), "memory"_a = py::none(),
-        "budget"_a = py::none(), "batch"_a = 1, "rollout"_a = 1, "dtype"_a = "bfloat16", "framework"_a = "jax",
-        "optimizer"_a = "adam", "autocast"_a = "cuda", extra...);
+// Defines `signature`'s function: its arguments bound by the signature
+// (every mistake an InputError), its docstring led by the signature.
+template <typename F>
+void def(py::module_& m, Signature signature, F f, const std::string& doc) {
+  const std::string text = signature.text();
+  const std::string name = text.substr(0, text.find('('));
+  const std::string docstring = text + "\n\n" + doc;
+  m.def(
+      name.c_str(),
+      [signature = std::move(signature), f](const py::args& args, const py::kwargs& kwargs) {
+        return f(signature.bind(args, kwargs));
+      },
+      docstring.c_str());
 }
 
 }  // namespace
@@ -160,49 +167,46 @@ PYBIND11_MODULE(actmem, m) {
   m.attr("__version__") = ACTMEM_VERSION;
   register_errors(m);
 
-  m.def(
-      "models", [] { return to_python(preset_names()); }, "Names of the built-in model presets.");
-  m.def(
-      "model",
-      [](py::object model) {
-        const ModelDescription description = model_from(model);
+  def(
+      m, Signature("models", {}), [](const Arguments&) { return to_python(preset_names()); },
+      "Names of the built-in model presets.");
+  def(
+      m, Signature("model", {{"model", "graphcast"}}),
+      [](const Arguments& a) {
+        const ModelDescription description = model_from(a["model"]);
         nlohmann::json j = to_json(description);
         const ReleaseOnExit released(j);
         j["fingerprint"] = fingerprint(description);
         j["parameter_count"] = parameter_count(description);
         return to_python(std::move(j));
       },
-      "The model description (preset, file or dict) as a dict, with its fingerprint and parameter count.",
-      "model"_a = "graphcast");
-  m.def(
-      "devices",
-      [] {
+      "The model description (preset, file or dict) as a dict, with its fingerprint and parameter count.");
+  def(
+      m, Signature("devices", {}),
+      [](const Arguments&) {
         py::list list = new_list();
         for (const Device& d : device_catalog()) list.append(to_python(to_json(d)));
         return list;
       },
       "The device catalog: a list of dicts (id, name, memory_bytes, reserve_bytes, FLOP/s, bandwidth, source).");
-  m.def(
-      "device", [](py::object device) { return to_python(to_json(device_from(device))); },
-      "A device (catalog id, file or dict) as a dict.", "device"_a);
+  def(
+      m, Signature("device", {{"device", Required{}}}),
+      [](const Arguments& a) { return to_python(to_json(device_from(a["device"]))); },
+      "A device (catalog id, file or dict) as a dict.");
 
-  def_planning(m, "fits", &fits_py,
-               "Does one training step fit within the budget? {fits, peak_bytes, min_peak_bytes, budget_bytes,\n"
-               "device, plan {stages, checkpoints, edge_blocks}, description, report}. The plan is the fastest\n"
-               "that fits or, if none does, the one with the least memory; min_peak_bytes is the least any\n"
-               "plan needs on this device.",
-               "nested_regions"_a = false);
-  def_planning(m, "plan", &plan_py,
-               "The plan document (format actmem.plan, version 1, docs/plan-format.md) of the fastest plan that\n"
-               "fits, as a dict; if none fits, of the least-memory plan (document['predicted']['fits'] is False).",
-               "nested_regions"_a = false);
-  def_planning(m, "simulate", &simulate_py,
-               "The report of one training step under `plan`: a built-in name ('none', 'full', 'every:K',\n"
-               "'deepmind', 'deepmind:B'), a plan file, or a plan document dict (full, or only checkpoints and\n"
-               "edge_blocks). timeline=True adds the memory after every op.",
-               "plan"_a = "none", "timeline"_a = false);
-  def_planning(m, "pareto", &pareto_py,
-               "Plans not dominated in (peak_bytes, step_time_s), by increasing peak: a list of\n"
-               "{plan, description, report}; each report's fits is judged against the budget.",
-               "nested_regions"_a = false);
+  def(m, planning("fits", {{"nested_regions", false}}), &fits_py,
+      "Does one training step fit within the budget? {fits, peak_bytes, min_peak_bytes, budget_bytes,\n"
+      "device, plan {stages, checkpoints, edge_blocks}, description, report}. The plan is the fastest\n"
+      "that fits or, if none does, the one with the least memory; min_peak_bytes is the least any\n"
+      "plan needs on this device.");
+  def(m, planning("plan", {{"nested_regions", false}}), &plan_py,
+      "The plan document (format actmem.plan, version 1, docs/plan-format.md) of the fastest plan that\n"
+      "fits, as a dict; if none fits, of the least-memory plan (document['predicted']['fits'] is False).");
+  def(m, planning("simulate", {{"plan", "none"}, {"timeline", false}}), &simulate_py,
+      "The report of one training step under `plan`: a built-in name ('none', 'full', 'every:K',\n"
+      "'deepmind', 'deepmind:B'), a plan file, or a plan document dict (full, or only checkpoints and\n"
+      "edge_blocks). timeline=True adds the memory after every op.");
+  def(m, planning("pareto", {{"nested_regions", false}}), &pareto_py,
+      "Plans not dominated in (peak_bytes, step_time_s), by increasing peak: a list of\n"
+      "{plan, description, report}; each report's fits is judged against the budget.");
 }

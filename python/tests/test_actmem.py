@@ -339,3 +339,70 @@ def test_error_messages_are_one_line_of_bounded_length():
         actmem.fits(**dict(RUN, dtype="x\n\x1b" * 100000))
     text = str(raised.value)
     assert "\n" not in text and "\x1b" not in text and len(text) < 5000
+
+
+def doubling(levels):
+    """A value of `levels` nested lists, each holding the one below twice: small, but 2**levels values expanded."""
+    value = [1]
+    for _ in range(levels):
+        value = [value, value]
+    return value
+
+
+@pytest.mark.parametrize("place", ["plan stages", "model description", "device"])
+def test_shared_sub_lists_count_each_time_they_are_reached(place):
+    # Was std::bad_alloc (SIGABRT) after 14 s and 3.8 GB: the conversion
+    # expanded 2**30 values. Now refused after kMaxJsonValues, in milliseconds.
+    shared = doubling(30)
+    call = {
+        "plan stages": lambda: actmem.simulate(**RUN, plan={"checkpoints": [], "stages": shared}),
+        "model description": lambda: actmem.fits(**dict(RUN, model=dict(TINY, description=shared))),
+        "device": lambda: actmem.fits(**dict(RUN, device=dict(actmem.device("a100-40gb"), source=shared))),
+    }[place]
+    with pytest.raises(actmem.InputError) as raised:
+        call()
+    assert raised.value.message == "expected at most 65536 values in all (lists and dicts count each time they are reached)"
+    # Within the bound a shared list is read as often as it is reached.
+    with pytest.raises(actmem.InputError, match="/description: expected a string"):
+        actmem.fits(**dict(RUN, model=dict(TINY, description=doubling(10))))
+
+
+ARGUMENT_MISTAKES = [
+    (lambda: actmem.fits("graphcast", "tpu-v4", 1),
+     "fits: takes at most 2 positional arguments (model, device), got 3"),
+    (lambda: actmem.fits(**RUN, bach=2),
+     "fits: unexpected keyword argument 'bach' (did you mean 'batch'?); it takes model, device, memory, budget, batch, "
+     "rollout, dtype, framework, optimizer, autocast, nested_regions"),
+    (lambda: actmem.simulate(TINY, model=TINY), "simulate: got two values for 'model' (by position and by keyword)"),
+    (lambda: actmem.device(), "device: missing the argument 'device'"),
+    (lambda: actmem.models(1), "models: takes no positional arguments, got 1"),
+    (lambda: actmem.pareto(TINY, "a100-40gb", "pytorch"),
+     "pareto: takes at most 2 positional arguments (model, device), got 3"),
+]
+
+
+@pytest.mark.parametrize("call,message", ARGUMENT_MISTAKES, ids=[m.split(":")[0] + str(i) for i, (_, m)
+                                                                 in enumerate(ARGUMENT_MISTAKES)])
+def test_argument_mistakes_are_input_errors_naming_the_function(call, message):
+    # Were pybind11's TypeError with a dump of the signature.
+    with pytest.raises(actmem.InputError) as raised:
+        call()
+    assert str(raised.value) == message
+
+
+def test_signatures_are_in_the_docstrings():
+    assert actmem.fits.__doc__.splitlines()[2] == (
+        "fits(model='graphcast', device='tpu-v4', *, memory=None, budget=None, batch=1, rollout=1, dtype='bfloat16', "
+        "framework='jax', optimizer='adam', autocast='cuda', nested_regions=False)")
+
+
+def test_a_path_holding_a_nul_byte_names_no_file(tmp_path):
+    # Was cut at the NUL: "tiny.json\0anything" loaded tiny.json.
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(TINY))
+    assert actmem.model(str(path))["name"] == "tiny"
+    for keywords in ({"model": str(path) + "\0anything"}, {"device": str(path) + "\0x"}):
+        with pytest.raises(actmem.InputError, match="neither"):
+            actmem.fits(**dict(RUN, **keywords))
+    with pytest.raises(actmem.InputError, match="is not a plan file"):
+        actmem.simulate(**RUN, plan=str(path) + "\0x")
