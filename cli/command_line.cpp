@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "actmem/util/error.h"
 #include "actmem/util/suggest.h"
@@ -34,20 +35,17 @@ void print_usage() {
 }
 
 int dispatch(const Args& args) {
-  if (args.empty()) {
-    print_usage();
-    return 2;
-  }
+  std::vector<std::string> names;
+  for (const auto& command : commands()) names.emplace_back(command.name);
+  if (args.empty())
+    throw UsageError(fmt::format("expected a command: {}; see 'actmem --help'", fmt::join(names, ", ")));
   const std::string& name = args.front();
   if (name == "--help" || name == "-h" || name == "help") {
     print_usage();
     return 0;
   }
-  std::vector<std::string> names;
-  for (const auto& command : commands()) {
+  for (const auto& command : commands())
     if (command.name == name) return command.run(Args(args.begin() + 1, args.end()));
-    names.emplace_back(command.name);
-  }
   throw UsageError(fmt::format("unknown command '{}'{}; see 'actmem --help'", name, did_you_mean(name, names)));
 }
 

@@ -135,30 +135,74 @@ check_error_prefix "--model: '\\x07" fit --model $'\a'
 out=$("$actmem" report --model "$work/tiny.json" --svg "$work/"$'a\x1b[31mb.svg' 2>&1 >/dev/null)
 [[ "$out" == "wrote $work/a\\x1b[31mb.svg ("* ]] || fail "report's note printed a raw escape: $out"
 
-# ---- -o: devices and FIFOs written through, long names, no temporaries left
-# A node of its own, never /dev/null: a regression would replace that for everyone.
-if mknod "$work/null" c 1 3 2>/dev/null; then
-  "$actmem" plan --model "$work/tiny.json" -o "$work/null" 2>/dev/null || fail "plan -o <null device> exited $?"
-  [ -c "$work/null" ] || fail "the device node was replaced by a file"
-fi
-mkfifo "$work/fifo"
-cat "$work/fifo" >"$work/from-fifo" &
-"$actmem" plan --model "$work/tiny.json" -o "$work/fifo" 2>/dev/null || fail "plan -o FIFO exited $?"
-wait
-[ -p "$work/fifo" ] || fail "the FIFO was replaced"
-grep -q '"format": "actmem.plan"' "$work/from-fifo" || fail "nothing came through the FIFO"
-long="$work/$(printf 'p%.0s' {1..245}).json"
-"$actmem" plan --model "$work/tiny.json" -o "$long" 2>/dev/null || fail "plan -o <250-character name> exited $?"
-[ -s "$long" ] || fail "the 250-character name was not written"
-check_error "$work: is a directory" plan --model "$work/tiny.json" -o "$work"
-for _ in $(seq 20); do
-  "$binary" plan --model graphcast-small --device a100-80gb -o "$work/killed.json" 2>/dev/null &
-  sleep "0.0$((RANDOM % 10))"
-  kill -9 $! 2>/dev/null
-  wait $! 2>/dev/null
-done
-"$actmem" plan --model graphcast-small --device a100-80gb -o "$work/killed.json" 2>/dev/null || fail "plan after kills"
-/usr/bin/python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$work/killed.json" || fail "killed.json is not JSON"
-[ -z "$(ls -A "$work" | grep '^\.')" ] || fail "temporary files left behind: $(ls -A "$work" | grep '^\.')"
+# ---- a plan file's budget: checked against the device it is applied to,
+# named in the file or not (was "peak 84.78 GiB of 4194304.00 GiB budget: fits")
+echo '{"checkpoints": [], "budget_bytes": 4503599627370496}' >"$work/budget.json"
+budget_error="$work/budget.json: /budget_bytes: expected at most the memory_bytes of the device it is applied to (tpu-v4: 34359738368), got 4503599627370496"
+check_error "$budget_error" simulate --plan "$work/budget.json" --model graphcast
+check_error "$budget_error" simulate --plan "$work/budget.json" --model graphcast --json
+check_error "$budget_error" report --plan "$work/budget.json" --model graphcast -o "$work/budget.html"
+"$actmem" plan --model "$work/tiny.json" --device a100-80gb -o "$work/full-plan.json" 2>/dev/null
+/usr/bin/python3 - "$work/full-plan.json" "$work/deviceless.json" <<'PY'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+del plan["device"]  # a100-80gb's budget, now on the default tpu-v4
+json.dump(plan, open(sys.argv[2], "w"))
+PY
+check_error_prefix "$work/deviceless.json: /budget_bytes: expected at most the memory_bytes of the device it is applied to (tpu-v4: 34359738368), got " \
+  simulate --plan "$work/deviceless.json"
+"$actmem" simulate --plan "$work/deviceless.json" --device a100-80gb >/dev/null || fail "--device replaces the document's budget"
+
+# ---- documents of millions of values: refused while read, in bounded memory
+# (a 16 MiB plan of 5.6 million {} took 1.03 GB and 3 s)
+/usr/bin/python3 -c 'import sys; sys.stdout.write("{\"checkpoints\": [" + ",".join(["{}"] * 5500000) + "]}")' >"$work/many.json"
+/usr/bin/time -q -f '%M' -o "$work/rss" "$actmem" simulate --model "$work/tiny.json" --plan "$work/many.json" \
+  2>"$work/stderr"
+grep -q "^actmem: error: $work/many.json: /checkpoints/65534: more than 65536 values in one document" "$work/stderr" ||
+  fail "many values: $(cat "$work/stderr")"
+[ "$(cat "$work/rss")" -lt 150000 ] || fail "refusing 5.5 million values took $(cat "$work/rss") KB"
+sed 's/"name": "tiny"/"name": "tiny", "description": [1, 2]/' "$work/tiny.json" >"$work/described.json"
+check_error "$work/described.json: /description: expected a string, got [1,2]" fit --model "$work/described.json"
+
+# ---- options a command does not read are refused (sweep --memory answered for the 32 GiB chip)
+check_error "sweep: unknown option '--memory'; see 'actmem sweep --help'" sweep --devices tpu-v4 --memory 1GiB
+check_error "sweep: unknown option '--device' (did you mean '--devices'?); see 'actmem sweep --help'" \
+  sweep --device h200-141gb
+check_error "--headroom: expected a share from 0% to 50% or a size such as 2GiB, got '0x10%'" \
+  fit --model "$work/tiny.json" --headroom 0x10%
+
+# ---- report: the catalog row of a device that the headroom leaves no memory
+# says "does not fit" (was exit 2 naming tpu-v5e); a timeline too long to
+# draw names the report (was --timeline, an option report does not have)
+"$actmem" report --model "$work/tiny.json" --device h200-141gb --headroom 20GiB -o "$work/roomy.html" 2>/dev/null ||
+  fail "report --headroom 20GiB exited $?"
+/usr/bin/python3 - "$work/roomy.html" <<'PY' || fail "the catalog rows of small devices do not say 'does not fit'"
+import json, re, sys
+html = open(sys.argv[1]).read()
+figures = json.loads(re.search(r'<script type="application/json" id="actmem-figures">(.*?)</script>', html).group(1))
+rows = {row["device"]: row for row in figures["catalog"]}
+assert rows["tpu-v5e"]["fits"] is False and rows["tpu-v5e"]["budget_bytes"] == 0, rows["tpu-v5e"]
+assert rows["h200-141gb"]["fits"] is True, rows["h200-141gb"]
+PY
+check_error "report: it draws the step's timeline, and the timeline would have more than 131072 rows (one per op run); simulate fewer edge blocks or a shorter rollout" \
+  report --model graphcast --rollout 99 -o "$work/long.html"
+
+# ---- what reaches a terminal: one line, in the order it is stored
+/usr/bin/python3 - "$work/tiny.json" "$work/rlo.json" <<'PY'
+import json, sys
+model = json.load(open(sys.argv[1]))
+model["name"] = "evil\u202eslmt"  # a right-to-left override: printed "evil" then "tmls" reversed
+json.dump(model, open(sys.argv[2], "w"))
+PY
+check_error_prefix "$work/rlo.json: /name: expected a name of at most 256 printable characters on one line" \
+  fit --model "$work/rlo.json"
+rlo_file="$work/"$'model\xe2\x80\xa8next.json'  # a line separator; without a name, the model is named so
+/usr/bin/python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); del m["name"]; json.dump(m, open(sys.argv[2], "w"))' \
+  "$work/tiny.json" "$rlo_file"
+"$actmem" fit --model "$rlo_file" | head -1 | grep -q '^model model\\xe2\\x80\\xa8next (' ||
+  fail "a line separator in a file name reached the terminal: $("$actmem" fit --model "$rlo_file" | head -1)"
+
+# ---- no command: one error line that names the commands (was the usage on stdout)
+check_error "expected a command: fit, plan, sweep, simulate, report, mesh, models, devices; see 'actmem --help'"
 
 finish
