@@ -59,6 +59,9 @@ int run_plan(const Args& args) {
   const nlohmann::json exports = trainer_exports(graph, device, budget, solution.plan, solution.report);
   const std::string text =
       dump(plan_document_json(graph, device, budget, solution.plan, solution.report, exports)) + "\n";
+  if (!trainer.empty() && exports.at(trainer).contains("unsupported"))
+    throw InputError("--export", "",
+                     fmt::format("{}: {}", trainer, exports.at(trainer).at("unsupported").get<std::string>()));
   if (!trainer.empty()) std::cout << exports.at(trainer).at("snippet").get<std::string>();
   if (output.empty()) return 0;
   if (output == "-") {

@@ -87,6 +87,12 @@ std::string trainer_keys(const nlohmann::json& entry) {
 std::string exports_table(const ReportFigures& f) {
   std::string rows;
   for (const auto& [trainer, entry] : f.exports.items()) {
+    if (entry.contains("unsupported")) {
+      rows += fmt::format(R"(<tr data-trainer="{}"><td>{}</td><td colspan="6">{}</td></tr>)"
+                          "\n",
+                          escape(trainer), escape(trainer), escape(entry.at("unsupported").get<std::string>()));
+      continue;
+    }
     const nlohmann::json& p = entry.at("predicted");
     rows += fmt::format(
         R"(<tr data-trainer="{}"><td>{}</td><td>{}</td><td>{}</td><td class="num">{}</td><td class="num">{}</td><td>{}</td><td>{}</td></tr>)"

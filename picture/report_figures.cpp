@@ -19,6 +19,7 @@ std::vector<MarkedPlan> trainer_marks(const nlohmann::json& exports, std::int64_
   std::vector<MarkedPlan> marks;
   for (const auto& [key, label] : {std::pair{"deepmind_deep_gnn", "DeepMind DeepGNN"},
                                    std::pair{"physicsnemo", "PhysicsNeMo"}, std::pair{"anemoi", "anemoi"}}) {
+    if (!exports.at(key).contains("predicted")) continue;  // the trainer cannot train the model
     const nlohmann::json& predicted = exports.at(key).at("predicted");
     const std::int64_t peak = predicted.at("peak_bytes").get<std::int64_t>();
     marks.push_back(

@@ -3,6 +3,7 @@
 // and a prediction that is the simulation of that plan.
 #include <doctest/doctest.h>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "actmem/plan/exports.h"
@@ -222,5 +223,25 @@ TEST_SUITE("exports") {
     const Plan plan = empty_plan(deepmind.stages());
     const nlohmann::json e = exports_for(deepmind, plan, std::int64_t{1} << 40).at("physicsnemo");
     CHECK_FALSE(e.at("config").at("concat_trick").get<bool>());
+  }
+
+  TEST_CASE("exports: a trainer that cannot train the model says why (was exit 3: 1 or 2 processor steps)") {
+    for (std::int64_t steps : {1, 2, 3}) {
+      CAPTURE(steps);
+      const CostGraph g = graph(1, steps);
+      const Plan plan = empty_plan(g.stages());
+      const nlohmann::json exports = exports_for(g, plan, roomy().memory_bytes);
+      const nlohmann::json& physicsnemo = exports.at("physicsnemo");
+      CHECK(physicsnemo.contains("unsupported") == (steps < 3));
+      CHECK(physicsnemo.contains("predicted") == (steps >= 3));
+      CHECK(physicsnemo.at("exact") == (steps >= 3 && physicsnemo.at("exact").get<bool>()));
+      if (steps < 3)
+        CHECK(physicsnemo.at("unsupported") ==
+              fmt::format("PhysicsNeMo's GraphCastNet needs at least 3 processor layers (it raises \"Expected at "
+                          "least 3 processor layers\"); this model has {} processor steps",
+                          steps));
+      for (const char* other : {"pytorch", "jax", "anemoi", "deepmind", "deepmind_deep_gnn"})
+        CHECK(exports.at(other).contains("predicted"));
+    }
   }
 }

@@ -202,6 +202,16 @@ rlo_file="$work/"$'model\xe2\x80\xa8next.json'  # a line separator; without a na
 "$actmem" fit --model "$rlo_file" | head -1 | grep -q '^model model\\xe2\\x80\\xa8next (' ||
   fail "a line separator in a file name reached the terminal: $("$actmem" fit --model "$rlo_file" | head -1)"
 
+# ---- a model PhysicsNeMo cannot train (1 processor step): its export says why (was exit 3 in plan and report)
+sed 's/"processor_steps": 4/"processor_steps": 1/' "$work/tiny.json" >"$work/one-step.json"
+"$actmem" plan --model "$work/one-step.json" --framework pytorch -o "$work/one-step-plan.json" 2>/dev/null ||
+  fail "plan of a one-step model exited $?"
+grep -q '"unsupported": "PhysicsNeMo' "$work/one-step-plan.json" || fail "the PhysicsNeMo export does not say why"
+check_error "--export: physicsnemo: PhysicsNeMo's GraphCastNet needs at least 3 processor layers (it raises \"Expected at least 3 processor layers\"); this model has 1 processor steps" \
+  plan --model "$work/one-step.json" --framework pytorch --export physicsnemo
+"$actmem" report --model "$work/one-step.json" --framework pytorch -o "$work/one-step.html" --quiet ||
+  fail "report of a one-step model exited $?"
+
 # ---- no command: one error line that names the commands (was the usage on stdout)
 check_error "expected a command: fit, plan, sweep, simulate, report, mesh, models, devices; see 'actmem --help'"
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 #include <optional>
+#include <stdexcept>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -43,6 +44,7 @@ nlohmann::json best_setting(const Scorer& score, const CostGraph& g, const Devic
     if (std::abs(x.time_s - y.time_s) > 1e-12 * std::max(x.time_s, y.time_s)) return x.time_s < y.time_s;
     return x.peak_bytes < y.peak_bytes;
   };
+  if (settings.empty()) throw std::logic_error("best_setting: a trainer without settings (unsupported_export)");
   std::optional<std::size_t> best;
   Score best_score;
   for (std::size_t i = 0; i < settings.size(); ++i) {
@@ -130,10 +132,26 @@ struct Scorers {
   Scorer by_chain, by_simulation;
 };
 
+// The export of a trainer that cannot train the model at all: why, and no
+// setting.
+nlohmann::json unsupported_export(const std::string& format, const std::string& why) {
+  return nlohmann::json{{"format", format},
+                        {"exact", false},
+                        {"unsupported", why},
+                        {"snippet", "# not supported: " + why + "\n"},
+                        {"note", why}};
+}
+
 // PhysicsNeMo's best setting, simulated on its implementation `g`.
 nlohmann::json physicsnemo_export(const CostGraph& g, const Device& d, std::int64_t budget, const Plan& plan) {
+  const std::vector<KnobSetting> settings = detail::physicsnemo_settings(g);
+  if (settings.empty())
+    return unsupported_export(
+        "yaml", fmt::format("PhysicsNeMo's GraphCastNet needs at least 3 processor layers (it raises \"Expected at "
+                            "least 3 processor layers\"); this model has {} processor steps",
+                            g.model().processor_steps));
   Scorers scorers(g, d, budget);
-  nlohmann::json physicsnemo = best_setting(scorers.by_chain, g, d, budget, plan, detail::physicsnemo_settings(g));
+  nlohmann::json physicsnemo = best_setting(scorers.by_chain, g, d, budget, plan, settings);
   physicsnemo["format"] = "yaml";
   physicsnemo["snippet"] = physicsnemo_snippet(physicsnemo.at("config"));
   physicsnemo["note"] =

@@ -34,7 +34,10 @@ namespace actmem {
 // given), "plan" (the plan it runs instead, as actmem simulated it),
 // "predicted" {peak_bytes, step_time_s, fits, recompute_overhead} of that
 // plan, "note", and where known "not_modelled" (knobs of the trainer that
-// change memory but that actmem does not cost).
+// change memory but that actmem does not cost). A trainer that cannot
+// train the model at all (PhysicsNeMo below 3 processor layers) has
+// "unsupported" (why), "format", "snippet" (a comment saying why),
+// "exact": false and "note", and no config, plan or predicted.
 nlohmann::json trainer_exports(const CostGraph& graph, const Device& device, std::int64_t budget_bytes,
                                const Plan& plan, const Report& report);
 
