@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-smoke}"
 build="${ACTMEM_FUZZ_DIR:-build-fuzz}"
-harnesses=(model device plan cli_arguments)
+harnesses=(model device plan cli_arguments report python_values)
 
 configure_and_build() {
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \
@@ -42,11 +42,14 @@ PY
 run() {
   local h=$1
   shift
-  local dict=fuzz/dicts/json.dict
-  [[ "$h" == cli_arguments ]] && dict=fuzz/dicts/cli.dict
+  local dict=fuzz/dicts/json.dict extra=()
+  [[ "$h" == cli_arguments || "$h" == report ]] && dict=fuzz/dicts/cli.dict
+  # An embedded interpreter keeps allocations of its own past each input and at exit.
+  local asan_options="${ASAN_OPTIONS:-}"
+  [[ "$h" == python_values ]] && extra=(-detect_leaks=0) && asan_options="detect_leaks=0:$asan_options"
   mkdir -p "$build/logs" "$build/findings"
-  "$build/fuzz/fuzz_$h" "$build/corpus/$h" -dict="$dict" -timeout="${ACTMEM_FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 \
-    -max_len=65536 -print_final_stats=1 -artifact_prefix="$build/findings/$h-" "$@" >"$build/logs/$h.log" 2>&1
+  ASAN_OPTIONS="$asan_options" "$build/fuzz/fuzz_$h" "$build/corpus/$h" -dict="$dict" -timeout="${ACTMEM_FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 \
+    -max_len=65536 -print_final_stats=1 -artifact_prefix="$build/findings/$h-" "${extra[@]}" "$@" >"$build/logs/$h.log" 2>&1
 }
 
 # $ACTMEM_FUZZ_JOBS harnesses at a time (default 2, the machine's cores): the

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "actmem/util/error.h"
 #include "actmem/util/limits.h"
@@ -12,72 +13,81 @@ namespace actmem::python {
 
 namespace {
 
-// One conversion: the source named in errors and the values converted so
+// One conversion: the source named in errors, where it is (the JSON
+// pointer's segments, joined only for an error) and the values converted so
 // far, each container counted every time it is reached, so that a small
 // value whose lists repeat one list (x = [x, x], thirty times) is refused
 // after kMaxJsonValues values, not expanded to 2^30.
 class Conversion {
  public:
-  explicit Conversion(const std::string& source) : source_(source) {}
+  Conversion(const std::string& source, const std::string& pointer) : source_(source), base_(pointer) {}
 
-  nlohmann::json value(py::handle value, const std::string& pointer, int depth) {
-    if (depth > kMaxJsonDepth)
-      throw InputError(source_, pointer,
-                       "expected values nested at most " + std::to_string(kMaxJsonDepth) +
-                           " levels deep (does a list or dict contain itself?)");
+  nlohmann::json value(py::handle value) {
+    if (static_cast<int>(path_.size()) > kMaxJsonDepth)
+      fail("expected values nested at most " + std::to_string(kMaxJsonDepth) +
+           " levels deep (does a list or dict contain itself?)");
     if (++values_ > kMaxJsonValues)
-      throw InputError(source_, pointer,
-                       "expected at most " + std::to_string(kMaxJsonValues) +
-                           " values in all (lists and dicts count each time they are reached)");
+      fail("expected at most " + std::to_string(kMaxJsonValues) +
+           " values in all (lists and dicts count each time they are reached)");
     if (value.is_none()) return nullptr;
     if (py::isinstance<py::bool_>(value)) return value.ptr() == Py_True;
     if (py::isinstance<py::int_>(value)) {
       int overflow = 0;
       const long long n = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
-      if (overflow != 0) throw InputError(source_, pointer, "expected an integer within 64 bits, got a larger one");
+      if (overflow != 0) fail("expected an integer within 64 bits, got a larger one");
       if (n == -1 && PyErr_Occurred()) throw py::error_already_set();
       return static_cast<std::int64_t>(n);
     }
     if (py::isinstance<py::float_>(value)) {
       const double x = PyFloat_AsDouble(value.ptr());
-      if (!std::isfinite(x)) throw InputError(source_, pointer, "expected a finite number, got " + std::to_string(x));
+      if (!std::isfinite(x)) fail("expected a finite number, got " + std::to_string(x));
       return x;
     }
-    if (py::isinstance<py::str>(value)) return text_of(value, source_, pointer);
-    if (py::isinstance<py::dict>(value)) return object(value, pointer, depth);
-    if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) return array(value, pointer, depth);
-    throw InputError(source_, pointer,
-                     "expected None, bool, int, float, str, list or dict, got a value of type " + type_name(value));
+    if (py::isinstance<py::str>(value)) return text_of(value, source_, pointer());
+    if (py::isinstance<py::dict>(value)) return object(value);
+    if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) return array(value);
+    fail("expected None, bool, int, float, str, list or dict, got a value of type " + type_name(value));
   }
 
  private:
-  nlohmann::json object(py::handle value, const std::string& pointer, int depth) {
+  nlohmann::json object(py::handle value) {
     nlohmann::json object = nlohmann::json::object();
     PyObject* key = nullptr;
     PyObject* item = nullptr;
     Py_ssize_t position = 0;
     while (PyDict_Next(value.ptr(), &position, &key, &item)) {
-      if (!PyUnicode_Check(key))
-        throw InputError(source_, pointer, "expected str keys, got a key of type " + type_name(key));
-      const std::string name = text_of(key, source_, pointer);
-      object[name] = this->value(item, pointer + "/" + pointer_segment(name), depth + 1);
+      if (!PyUnicode_Check(key)) fail("expected str keys, got a key of type " + type_name(key));
+      const std::string name = text_of(key, source_, pointer());
+      path_.push_back(pointer_segment(name));
+      object[name] = this->value(item);
+      path_.pop_back();
     }
     return object;
   }
 
-  nlohmann::json array(py::handle value, const std::string& pointer, int depth) {
+  nlohmann::json array(py::handle value) {
     nlohmann::json array = nlohmann::json::array();
     const bool list = PyList_Check(value.ptr());
     // Re-read the size each time: converting an item may run Python code.
     for (Py_ssize_t i = 0; i < (list ? PyList_GET_SIZE(value.ptr()) : PyTuple_GET_SIZE(value.ptr())); ++i) {
       PyObject* item = list ? PyList_GET_ITEM(value.ptr(), i) : PyTuple_GET_ITEM(value.ptr(), i);
-      array.push_back(
-          this->value(py::reinterpret_borrow<py::object>(item), pointer + "/" + std::to_string(i), depth + 1));
+      path_.push_back(std::to_string(i));  // within the short-string buffer: no allocation
+      array.push_back(this->value(py::reinterpret_borrow<py::object>(item)));
+      path_.pop_back();
     }
     return array;
   }
 
+  std::string pointer() const {
+    std::string pointer = base_;
+    for (const std::string& segment : path_) pointer += "/" + segment;
+    return pointer;
+  }
+  [[noreturn]] void fail(const std::string& message) const { throw InputError(source_, pointer(), message); }
+
   const std::string& source_;
+  const std::string& base_;
+  std::vector<std::string> path_;  // segments below base_
   std::int64_t values_ = 0;
 };
 
@@ -102,7 +112,7 @@ std::string text_of(py::handle value, const std::string& source, const std::stri
 }
 
 nlohmann::json to_json(py::handle value, const std::string& source, const std::string& pointer) {
-  return Conversion(source).value(value, pointer, 0);
+  return Conversion(source, pointer).value(value);
 }
 
 namespace {
