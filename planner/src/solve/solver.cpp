@@ -276,6 +276,10 @@ std::vector<Solution> solve_each(const CostGraph& graph, const std::vector<Devic
   std::vector<std::size_t> fastest_fits;
   // The least peak on the device less its reserve, the same on every
   // device: from a solve() that kept everything on the device, or searched.
+  // Not where the space itself is shaped by the device's speed: PyTorch's
+  // step-checkpointed plans are the one-step frontier's, whose trade-offs
+  // are the device's times; there each device's least is its own.
+  const bool same_space = graph.run().rollout == 1 || detail::step_checkpoints_searched_exactly(graph);
   std::optional<std::int64_t> least;
   for (std::size_t i = 0; i < devices.size(); ++i) {
     if (budgets[i] == 0) {
@@ -293,11 +297,11 @@ std::vector<Solution> solve_each(const CostGraph& graph, const std::vector<Devic
     }
     if (!least && !out[i].plan.host_offload) least = out[i].min_peak_bytes - devices[i].reserve_bytes;
   }
-  if (!fastest_fits.empty() && !least) {
-    const Device& d = devices[fastest_fits.front()];
-    least = minimum_memory(graph, d, options).min_peak_bytes - d.reserve_bytes;
+  for (std::size_t i : fastest_fits) {
+    if (!least || !same_space)
+      least = minimum_memory(graph, devices[i], options).min_peak_bytes - devices[i].reserve_bytes;
+    out[i].min_peak_bytes = *least + devices[i].reserve_bytes;
   }
-  for (std::size_t i : fastest_fits) out[i].min_peak_bytes = *least + devices[i].reserve_bytes;
   return out;
 }
 

@@ -50,10 +50,12 @@ Solution solve(const CostGraph& graph, const Device& device, std::int64_t budget
                const SolverOptions& options = {});
 
 // solve() on each of `devices` against the budget beside it, sharing what
-// does not depend on the device: memory is the same on every device but
-// for its reserve, so the least peak any plan reaches is searched once; and
-// the space's fastest plan (fastest_plan()), where it fits a device's
-// budget, is that device's answer without a search of its own. Other
+// does not depend on the device: the space's fastest plan (fastest_plan()),
+// where it fits a device's budget, is that device's answer without a search
+// for it; and memory is the same on every device but for its reserve, so
+// the least peak any plan reaches is searched once (each device's own where
+// the space depends on the device's speed: PyTorch's step-checkpointed
+// plans at rollout > 1, taken from the one-step frontier). Other
 // devices are solved as solve() solves them. The answers are solve()'s,
 // device by device (tests/solver_test.cpp). A budget of 0 B (a headroom
 // of a device's whole memory) is answered too: nothing fits, and the plan
