@@ -140,9 +140,8 @@ py::object pareto_py(const Arguments& a) {
 // (every mistake an InputError), its docstring led by the signature.
 template <typename F>
 void def(py::module_& m, Signature signature, F f, const std::string& doc) {
-  const std::string text = signature.text();
-  const std::string name = text.substr(0, text.find('('));
-  const std::string docstring = text + "\n\n" + doc;
+  const std::string name = signature.function();
+  const std::string docstring = signature.text() + "\n\n" + doc;
   m.def(
       name.c_str(),
       [signature = std::move(signature), f](const py::args& args, const py::kwargs& kwargs) {

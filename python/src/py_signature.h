@@ -42,6 +42,7 @@ class Signature {
   // InputError(function, "", …) for a mistake in how it was called.
   Arguments bind(const pybind11::args& args, const pybind11::kwargs& kwargs) const;
 
+  const std::string& function() const { return function_; }
   // As Python writes it: "fits(model='graphcast', device='tpu-v4', *, memory=None)".
   std::string text() const;
 
