@@ -7,8 +7,8 @@
 //   out.stage("timeline.svg", svg);    // InputError here: report.html untouched
 //   out.publish();                     // both in place
 //
-// What a path names decides how it is written, judged on what is there as
-// opened, never on the name alone:
+// What a path names decides how it is written, judged on what is there
+// (a device or FIFO on the descriptor opened), never on the name:
 // - one of this process's open descriptors (/dev/stdout, /dev/stderr,
 //   /dev/fd/N, /proc/self/fd/N, through any symbolic links): written
 //   through that descriptor, whatever it is open on (a terminal, a pipe, a
