@@ -48,8 +48,13 @@ run() {
   local asan_options="${ASAN_OPTIONS:-}"
   [[ "$h" == python_values ]] && extra=(-detect_leaks=0) && asan_options="detect_leaks=0:$asan_options"
   mkdir -p "$build/logs" "$build/findings"
-  ASAN_OPTIONS="$asan_options" "$build/fuzz/fuzz_$h" "$build/corpus/$h" -dict="$dict" -timeout="${ACTMEM_FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 \
-    -max_len=65536 -print_final_stats=1 -artifact_prefix="$build/findings/$h-" "${extra[@]}" "$@" >"$build/logs/$h.log" 2>&1
+  # Absolute paths: fuzz_report runs each command in a folder of its own,
+  # where a relative prefix would lose an input that times out.
+  local at
+  at="$(cd "$build" && pwd)"
+  ASAN_OPTIONS="$asan_options" "$at/fuzz/fuzz_$h" "$at/corpus/$h" -dict="$dict" -timeout="${ACTMEM_FUZZ_TIMEOUT:-10}" \
+    -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 -artifact_prefix="$at/findings/$h-" "${extra[@]}" "$@" \
+    >"$build/logs/$h.log" 2>&1
 }
 
 # $ACTMEM_FUZZ_JOBS harnesses at a time (default 2, the machine's cores): the
