@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "actmem/cost/cost_graph.h"
+#include "actmem/cost/memory_rules.h"
 #include "actmem/model/model.h"
 #include "actmem/model/run_options.h"
 #include "actmem/util/error.h"
@@ -112,6 +113,11 @@ void register_architecture(Architecture architecture) { registry().add(std::move
 
 CostGraph CostGraph::build(const ModelDescription& model, const RunOptions& run) {
   validate(run);
+  try {
+    check_rule_names(run.rules_off, "rules_off");
+  } catch (const InputError& e) {
+    throw InputError::argument("rules_off", e.message());
+  }
   return architecture_of(model).build(model, run);
 }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "actmem/cost/memory_rules.h"
 #include "actmem/simulate/simulator.h"
 #include "actmem/util/error.h"
 #include "actmem/util/limits.h"
@@ -29,7 +30,10 @@ PlanDocument plan_document_from_json(nlohmann::json document, const std::string&
       throw InputError(source, "/model" + e.field(), e.message());
     }
   }
-  if (in.has("run")) d.run = run_options_from_json(in.value("run"), source, "/run");
+  if (in.has("run")) {
+    d.run = run_options_from_json(in.value("run"), source, "/run");
+    check_rule_names(d.run->rules_off, source, "/run/rules_off");
+  }
   if (in.has("device")) d.device = device_from_json(in.value("device"), source, "/device");
   if (in.has("budget_bytes")) d.budget_bytes = in.positive_int("budget_bytes", kMaxDeviceBytes);
   if (d.device) d.budget_on(*d.device);

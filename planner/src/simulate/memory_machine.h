@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "actmem/cost/cost_graph.h"
-#include "actmem/cost/memory_profile.h"
 #include "actmem/simulate/report.h"
+#include "cost/memory_profile.h"
 #include "simulate/schedule.h"
 
 namespace actmem::detail {

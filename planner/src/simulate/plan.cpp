@@ -6,11 +6,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "actmem/cost/memory_profile.h"
 #include "actmem/util/error.h"
 #include "actmem/util/limits.h"
 #include "actmem/util/suggest.h"
 #include "actmem/util/units.h"
+#include "cost/memory_profile.h"
 #include "util/json_fields.h"
 
 namespace actmem {

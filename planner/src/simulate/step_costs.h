@@ -7,9 +7,9 @@
 #include <algorithm>
 
 #include "actmem/cost/cost_graph.h"
-#include "actmem/cost/memory_profile.h"
 #include "actmem/model/device.h"
 #include "actmem/simulate/report.h"
+#include "cost/memory_profile.h"
 
 namespace actmem::detail {
 

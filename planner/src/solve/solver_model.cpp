@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "actmem/cost/memory_profile.h"
 #include "actmem/simulate/simulator.h"
+#include "cost/memory_profile.h"
 #include "simulate/loop_baselines.h"
 #include "simulate/step_costs.h"
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "actmem/cost/cost_graph.h"
-#include "actmem/cost/memory_profile.h"
+#include "cost/memory_profile.h"
 #include "simulate/memory_machine.h"
 #include "simulate/schedule.h"
 

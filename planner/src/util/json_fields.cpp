@@ -140,6 +140,21 @@ std::string FieldReader::name(std::string_view key) const {
   return text;
 }
 
+std::vector<std::string> FieldReader::name_array(std::string_view key, std::int64_t max) const {
+  const nlohmann::json& array = value(key);
+  if (!array.is_array() || array.size() > static_cast<std::size_t>(max))
+    fail(key, fmt::format("expected an array of at most {} names, got {}", max, describe(array)));
+  std::vector<std::string> names;
+  for (const nlohmann::json& item : array) {
+    const std::string* text = item.get_ptr<const std::string*>();
+    if (!text || text->size() > kMaxNameBytes || one_line(*text) != *text)
+      fail(key, fmt::format("expected names of at most {} printable characters on one line, got {}", kMaxNameBytes,
+                            describe(item)));
+    names.push_back(*text);
+  }
+  return names;
+}
+
 std::optional<std::string> FieldReader::optional_name(std::string_view key) const {
   if (!has(key)) return std::nullopt;
   return name(key);

@@ -46,6 +46,8 @@ class FieldReader {
   // line (error.h, one_line) of at most 256 bytes.
   std::string name(std::string_view key) const;
   std::optional<std::string> optional_name(std::string_view key) const;
+  // An array of at most `max` names (name(): printable, one line).
+  std::vector<std::string> name_array(std::string_view key, std::int64_t max) const;
   const nlohmann::json& value(std::string_view key) const;
 
   // Every key of the object must be one of `known`; otherwise an error that

@@ -86,6 +86,8 @@ enum class OpKind {
   next_input,   // inputs {prediction, static features}: the next rollout step's grid input
   cast          // inputs {x}: x in another dtype (PyTorch autocast's casts to and from bfloat16)
 };
+// How many kinds there are: the last one's value plus one.
+inline constexpr int kOpKindCount = static_cast<int>(OpKind::cast) + 1;
 
 std::string to_string(OpKind kind);
 
@@ -151,8 +153,9 @@ class CostGraph {
  public:
   // The training step of the model's architecture, by its builder
   // (models/architectures.cpp picks it; GraphCast's is
-  // models/graphcast_builder.cpp); an architecture without one is an
-  // InputError.
+  // models/graphcast_builder.cpp); an architecture without one, a run
+  // validate() refuses or a name in run.rules_off that is no rule's
+  // (memory_rules.h) is an InputError.
   static CostGraph build(const ModelDescription& model, const RunOptions& run);
 
   CostGraph(CostGraph&&) noexcept;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -24,6 +25,12 @@ struct RunOptions {
   Framework framework = Framework::jax;
   Optimizer optimizer = Optimizer::adam;  // adam: two float32 moments; sgd: none
   Autocast autocast = Autocast::cuda;     // PyTorch bfloat16 only; ignored otherwise
+  // Memory rules the run does without (actmem/cost/memory_rules.h, by
+  // name): what-if runs and the rules' own tests. Sorted, no repeats
+  // (add_rule_off keeps it so); checked against the rules by the cost
+  // layer (CostGraph::build), not here.
+  std::vector<std::string> rules_off;
+  void add_rule_off(const std::string& name);
 };
 
 // torch.autocast to bfloat16: a PyTorch run in bfloat16.
@@ -44,7 +51,8 @@ Framework parse_framework(std::string_view text, const std::string& source);
 Optimizer parse_optimizer(std::string_view text, const std::string& source);
 Autocast parse_autocast(std::string_view text, const std::string& source);
 
-// Validates batch (1..65536) and rollout (1..1024); throws InputError.
+// Validates batch (1..65536) and rollout (1..1024), and that rules_off is
+// sorted without repeats (at most kMaxRulesOff); throws InputError.
 void validate(const RunOptions& run);
 
 nlohmann::json to_json(const RunOptions& run);

@@ -10,13 +10,12 @@
 // differentiating through it. A tensor is freed when its last holder lets
 // go: a forward consumer still to run, an op that saved it, a region that
 // keeps it. Gradients are allocated and accumulated by the framework's
-// rules (memory_profile.h).
+// rules (actmem/cost/memory_rules.h).
 
 #include <cstdint>
 #include <vector>
 
 #include "actmem/cost/cost_graph.h"
-#include "actmem/cost/memory_profile.h"
 #include "actmem/model/device.h"
 #include "actmem/simulate/plan.h"
 #include "actmem/simulate/report.h"

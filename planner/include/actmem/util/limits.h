@@ -39,6 +39,10 @@ inline constexpr std::int64_t kMaxStepBytes = std::int64_t{1} << 56;  // 64 PiB
 // memory of building, simulating and solving.
 inline constexpr std::int64_t kMaxStepOps = std::int64_t{1} << 17;
 
+// ---- runs (run_options.h) ----
+// Memory rules one run switches off: more than there are rules is a mistake.
+inline constexpr std::int64_t kMaxRulesOff = 256;
+
 // ---- plans (plan.h) ----
 // Edge blocks of one stage: the solver's largest choice.
 inline constexpr std::int64_t kMaxEdgeBlocks = 1024;

@@ -1,9 +1,9 @@
 #pragma once
-// What a framework keeps for the backward pass, op by op, and how its
-// backward pass allocates gradients. The PyTorch rules were measured on
-// Debian's torch 1.13 (docs/pytorch-memory-profile.md) and on torch 2.10 in
-// PhysicsNeMo's and anemoi's own models (docs/validation-trainers.md); the JAX
-// rules are read off XLA:TPU (docs/cost-model.md).
+// What a run's framework keeps for the backward pass, op by op, and how its
+// backward pass allocates gradients: the engine's view of the memory rules
+// (actmem/cost/memory_rules.h). A field's default is what the derivatives
+// alone imply; each rule that applies to the run sets the fields it names
+// (memory_rules.cpp), so a field a rule switched off stays at its default.
 
 #include <cstdint>
 
@@ -58,19 +58,19 @@ struct OpMemoryRule {
 
 struct MemoryProfile {
   Framework framework = Framework::pytorch;
-  OpMemoryRule rules[11];  // indexed by OpKind
+  OpMemoryRule rules[kOpKindCount];  // indexed by OpKind
   // How a gradient contribution meets an existing gradient buffer: true
-  // (PyTorch 1.13) a fresh sum, so old, new and sum coexist for a moment;
-  // false (XLA) accumulated in place.
-  bool accumulate_out_of_place = true;
+  // (PyTorch) a fresh sum, so old, new and sum coexist for a moment; false
+  // accumulated in place (XLA).
+  bool accumulate_out_of_place = false;
   // Slices of a gradient are views that keep the whole gradient alive
   // (PyTorch), or copies of their own size unless their consumer is fused
   // (XLA, which has no views).
-  bool slices_are_views = true;
+  bool slices_are_views = false;
   // A nested checkpoint's recomputation keeps the region's outputs until its
   // backward is done (PyTorch's reentrant checkpoint, used for nested regions
   // because a nested non-reentrant one saves nothing in torch 1.13).
-  bool nested_recompute_keeps_outputs = true;
+  bool nested_recompute_keeps_outputs = false;
   // Bytes per parameter of copies in the activation dtype held for the whole
   // step (JAX casts the float32 masters to bfloat16 once; PyTorch's autocast
   // casts each weight in the forward pass and its cache holds every cast
@@ -283,10 +283,14 @@ struct MemoryProfile {
   const OpMemoryRule& rule(OpKind kind) const { return rules[static_cast<int>(kind)]; }
 };
 
-// The profile of a run's framework for its activations' dtype and batch,
-// with the rules of the ops the implementation runs where they differ
-// (PyTorch: how it aggregates, docs/cost-model.md §2).
+// The profile of a run: the derivatives' residuals, then every rule of the
+// run's framework that applies to its dtype, batch and implementation
+// (PyTorch: how it aggregates), but those in run.rules_off.
 MemoryProfile memory_profile(const RunOptions& run, Implementation implementation);
+
+// Sets in `profile` what each rule that applies to the run sets, but those
+// in run.rules_off (memory_rules.cpp).
+void apply_memory_rules(MemoryProfile& profile, const RunOptions& run, Implementation implementation);
 
 // Whether `reader`'s read of t keeps t for the backward pass: it saves t, or
 // it is fused into a consumer that saves its output.
