@@ -1,9 +1,11 @@
-// `actmem models` and `actmem devices`: what is built in.
+// `actmem models`, `actmem devices` and `actmem rules`: what is built in.
+#include <algorithm>
 #include <iostream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "actmem/cost/memory_rules.h"
 #include "actmem/model/device.h"
 #include "actmem/model/model.h"
 #include "actmem/util/units.h"
@@ -58,6 +60,29 @@ int run_devices(const Args& args) {
                              format_bytes(d.memory_bytes), format_bytes(d.reserve_bytes),
                              d.peak_bf16_flops > 0 ? fmt::format("{:.0f}", d.peak_bf16_flops / 1e12) : "-",
                              d.peak_fp32_flops / 1e12, d.bandwidth_bytes_per_s / 1e12, d.name);
+  return 0;
+}
+
+int run_rules(const Args& args) {
+  CLI::App app{
+      "List the memory rules: what actmem knows of each framework beyond the derivatives (switch one off "
+      "with --rule-off NAME; docs/rules/ has a card for each).",
+      "rules"};
+  bool json = false;
+  app.add_flag("--json", json, "machine-readable output");
+  parse(app, args);
+
+  if (json) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const RuleCard& rule : rule_cards()) list.push_back(to_json(rule));
+    print_json(list);
+    return 0;
+  }
+  std::size_t width = 0;
+  for (const RuleCard& rule : rule_cards()) width = std::max(width, rule.name.size());
+  for (const RuleCard& rule : rule_cards())
+    std::cout << fmt::format("{:<{}}  {:<7}  {}  [{}; {}]\n", rule.name, width, to_string(rule.framework), rule.effect,
+                             describe(rule.when), rule.journal);
   return 0;
 }
 

@@ -49,6 +49,7 @@ void print_json_answer(const FitAnswer& a) {
   out["no_checkpoint_peak_bytes"] = a.baseline.peak_bytes;
   out["no_checkpoint_step_time_s"] = a.baseline.step_time_s;
   out["devices_that_fit"] = a.devices_that_fit;
+  if (!a.graph.run().rules_off.empty()) out["rules_off"] = a.graph.run().rules_off;
   print_json(out);
 }
 

@@ -51,6 +51,7 @@ int run_simulate(const Args& args) {
     nlohmann::json out = to_json(report);
     out["plan"] = plan_to_json(plan, graph.stages());
     if (peak_buffers > 0) out["live_at_peak"] = to_json(report.live_at_peak);
+    if (!graph.run().rules_off.empty()) out["rules_off"] = graph.run().rules_off;
     print_json(out);
   } else {
     std::cout << describe_run(graph, device) << describe_notes(report) << "plan: " << describe(plan, graph.stages())

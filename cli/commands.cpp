@@ -20,6 +20,7 @@ const std::vector<Command>& commands() {
       {"mesh", "compute GraphCast's node and edge counts from the geometry", run_mesh},
       {"models", "list the built-in model presets", run_models},
       {"devices", "list the device catalog", run_devices},
+      {"rules", "list the memory rules (switch one off with --rule-off)", run_rules},
   };
   return table;
 }

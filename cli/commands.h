@@ -56,6 +56,7 @@ void print_json(const nlohmann::json& value);
 
 int run_models(const Args& args);
 int run_devices(const Args& args);
+int run_rules(const Args& args);
 int run_mesh(const Args& args);
 int run_simulate(const Args& args);
 int run_fit(const Args& args);

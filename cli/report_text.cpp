@@ -1,7 +1,9 @@
 #include "report_text.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "actmem/cost/memory_rules.h"
 #include "actmem/util/units.h"
 
 namespace actmem::cli {
@@ -10,9 +12,21 @@ std::string describe_run(const CostGraph& g, const Device& d) {
   const RunOptions& r = g.run();
   const std::string dtype =
       autocasts(r) ? fmt::format("bfloat16 (torch.autocast, {}'s lists)", to_string(r.autocast)) : to_string(r.dtype);
-  return fmt::format("model {} ({:.1f}M parameters), {} {}, batch {}, rollout {}, on {} ({})\n", g.model().name,
+  return fmt::format("model {} ({:.1f}M parameters), {} {}, batch {}, rollout {}, on {} ({}){}\n", g.model().name,
                      static_cast<double>(g.parameter_count()) / 1e6, to_string(r.framework), dtype, r.batch, r.rollout,
-                     d.id, format_bytes(d.memory_bytes));
+                     d.id, format_bytes(d.memory_bytes), describe_rules_off(g));
+}
+
+std::string describe_rules_off(const CostGraph& g) {
+  const RunOptions& r = g.run();
+  if (r.rules_off.empty()) return {};
+  std::vector<std::string> idle;  // switched off, but not part of this run's profile anyway
+  for (const std::string& name : r.rules_off)
+    if (const RuleCard* rule = find_rule(name); rule && !rule_applies(*rule, r, g.model().implementation))
+      idle.push_back(name);
+  return fmt::format(
+      ", without rule{} {}{}", r.rules_off.size() > 1 ? "s" : "", fmt::join(r.rules_off, ", "),
+      idle.empty() ? "" : fmt::format(" ({} not part of this run's profile anyway)", fmt::join(idle, ", ")));
 }
 
 std::string describe_notes(const Report& r) {

@@ -10,8 +10,11 @@
 
 namespace actmem::cli {
 
-// "model graphcast (36.3M parameters), jax bfloat16, batch 1, rollout 1, on tpu-v4 (32.00 GiB)\n"
+// "model graphcast (36.3M parameters), jax bfloat16, batch 1, rollout 1, on tpu-v4 (32.00 GiB)\n", and the
+// rules the run does without (describe_rules_off).
 std::string describe_run(const CostGraph& graph, const Device& device);
+// ", without rules a, b (b not part of this run's profile anyway)", or "" where every rule is on.
+std::string describe_rules_off(const CostGraph& graph);
 // A "note:" line per Report::notes (accuracy_notes.h): what was measured
 // for runs of this kind, where they were validated apart from the rest.
 std::string describe_notes(const Report& report);

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "actmem/cost/memory_rules.h"
 #include "actmem/simulate/simulator.h"
 #include "actmem/util/error.h"
 #include "actmem/util/limits.h"
@@ -40,6 +41,16 @@ void RunSetup::add_options(CLI::App& app, bool one_run) {
          "--optimizer", [this](const std::string& v) { run.optimizer = parse_optimizer(v, "--optimizer"); },
          "adam or sgd")
       ->default_str(to_string(run.optimizer));
+  app.add_option_function<std::vector<std::string>>(
+         "--rule-off",
+         [this](const std::vector<std::string>& names) {
+           check_rule_names(names, "--rule-off");
+           for (const std::string& name : names) run.add_rule_off(name);
+         },
+         "predict without this memory rule (repeatable; 'actmem rules' lists them): what it contributes")
+      ->take_all()
+      ->expected(1)
+      ->type_name("RULE");
   add_quiet_option(app, quiet);
   if (!one_run) return;
   app.add_option_function<std::string>(
@@ -155,6 +166,7 @@ Target RunSetup::target(const std::optional<PlanDocument>& document, const CLI::
     if (!given("--autocast")) options.autocast = r.autocast;
     if (!given("--batch")) options.batch = r.batch;
     if (!given("--rollout")) options.rollout = r.rollout;
+    if (!given("--rule-off")) options.rules_off = r.rules_off;
   }
   const bool device_given = given("--device") || given("--memory");
   Device d = document->device && !device_given ? *document->device : load_device();

@@ -49,7 +49,7 @@ struct RunSetup {
   std::string device = "tpu-v4";
   std::optional<std::int64_t> memory_bytes;  // --memory: a device known only by its memory
   std::optional<std::int64_t> budget;        // --budget: at most the device's memory
-  RunOptions run;                            // --dtype, --framework, --optimizer, --batch, --rollout
+  RunOptions run;                            // --dtype, --framework, --optimizer, --batch, --rollout, --rule-off
   bool nested_regions = false;               // the solver also searches nested regions
   bool no_host_offload = false;              // the solver never offers Plan::host_offload
   std::optional<Headroom> headroom;          // --headroom: set (to its default) by add_headroom_option

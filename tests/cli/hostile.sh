@@ -213,6 +213,6 @@ check_error "--export: physicsnemo: PhysicsNeMo's GraphCastNet needs at least 3 
   fail "report of a one-step model exited $?"
 
 # ---- no command: one error line that names the commands (was the usage on stdout)
-check_error "expected a command: fit, plan, sweep, simulate, report, mesh, models, devices; see 'actmem --help'"
+check_error "expected a command: fit, plan, sweep, simulate, report, mesh, models, devices, rules; see 'actmem --help'"
 
 finish
