@@ -8,6 +8,7 @@
 #include <pybind11/pybind11.h>
 
 #include "actmem/actmem.h"
+#include "actmem/cost/memory_rules.h"
 #include "py_errors.h"
 #include "py_inputs.h"
 #include "py_json.h"
@@ -44,7 +45,8 @@ Signature planning(const char* function, std::vector<Parameter> own) {
                                     {"memory", nullptr, true},        {"budget", nullptr, true},
                                     {"batch", std::int64_t{1}, true}, {"rollout", std::int64_t{1}, true},
                                     {"dtype", "bfloat16", true},      {"framework", "jax", true},
-                                    {"optimizer", "adam", true},      {"autocast", "cuda", true}};
+                                    {"optimizer", "adam", true},      {"autocast", "cuda", true},
+                                    {"rules_off", nullptr, true}};
   for (Parameter& p : own) {
     p.keyword_only = true;
     parameters.push_back(p);
@@ -53,8 +55,8 @@ Signature planning(const char* function, std::vector<Parameter> own) {
 }
 
 RunArguments run_arguments(const Arguments& a) {
-  return RunArguments{a["model"],   a["device"], a["memory"],    a["budget"],    a["batch"],
-                      a["rollout"], a["dtype"],  a["framework"], a["optimizer"], a["autocast"]};
+  return RunArguments{a["model"], a["device"],    a["memory"],    a["budget"],   a["batch"],    a["rollout"],
+                      a["dtype"], a["framework"], a["optimizer"], a["autocast"], a["rules_off"]};
 }
 
 // Fills a JSON value by `compute` without the GIL, then converts it to
@@ -161,7 +163,8 @@ PYBIND11_MODULE(actmem, m) {
       "Every planning function takes model (preset, file or dict), device (catalog id, file or dict)\n"
       "and keywords memory, budget (int bytes or '24GiB'), batch, rollout, dtype ('bfloat16',\n"
       "'float32'), framework ('jax', 'pytorch'), optimizer ('adam', 'sgd'), autocast ('cuda', 'cpu': whose\n"
-      "torch.autocast lists a PyTorch bfloat16 step follows). fits, plan and pareto also take\n"
+      "torch.autocast lists a PyTorch bfloat16 step follows), rules_off (a list of memory rules to predict\n"
+      "without: rules() lists them). fits, plan and pareto also take\n"
       "nested_regions=True: search regions nested inside regions too (exact, slower). See docs/api.md.";
   m.attr("__version__") = ACTMEM_VERSION;
   register_errors(m);
@@ -188,6 +191,15 @@ PYBIND11_MODULE(actmem, m) {
         return list;
       },
       "The device catalog: a list of dicts (id, name, memory_bytes, reserve_bytes, FLOP/s, bandwidth, source).");
+  def(
+      m, Signature("rules", {}),
+      [](const Arguments&) {
+        py::list list = new_list();
+        for (const RuleCard& rule : rule_cards()) list.append(to_python(to_json(rule)));
+        return list;
+      },
+      "The memory rules: a list of dicts (name, framework, applies, effect, journal); a name in rules_off=\n"
+      "predicts without that rule (docs/rules/).");
   def(
       m, Signature("device", {{"device", Required{}}}),
       [](const Arguments& a) { return to_python(to_json(device_from(a["device"]))); },

@@ -1,9 +1,13 @@
 #include "py_inputs.h"
 
+#include <fmt/format.h>
+
+#include "actmem/cost/memory_rules.h"
 #include "actmem/plan/plan_document.h"
 #include "actmem/plan/plan_json.h"
 #include "actmem/simulate/simulator.h"
 #include "actmem/util/error.h"
+#include "actmem/util/limits.h"
 #include "actmem/util/units.h"
 #include "graph_cache.h"
 #include "py_json.h"
@@ -38,6 +42,22 @@ std::int64_t integer_from(py::handle value, const std::string& keyword) {
   return to_json(py::reinterpret_steal<py::object>(index), keyword).get<std::int64_t>();
 }
 
+// None, or a list or tuple of rule names (memory_rules.h).
+std::vector<std::string> rule_names_from(py::handle value) {
+  if (value.is_none()) return {};
+  if (!py::isinstance<py::list>(value) && !py::isinstance<py::tuple>(value))
+    throw InputError("rules_off", "",
+                     "expected a list of rule names (actmem.rules()), got a value of type " + type_name(value));
+  const py::sequence items = py::reinterpret_borrow<py::sequence>(value);
+  if (items.size() > static_cast<std::size_t>(kMaxRulesOff))
+    throw InputError("rules_off", "",
+                     fmt::format("expected at most {} rule names, got {}", kMaxRulesOff, items.size()));
+  std::vector<std::string> names;
+  for (const py::handle item : items) names.push_back(text_of(item, "rules_off"));
+  check_rule_names(names, "rules_off");
+  return names;
+}
+
 }  // namespace
 
 bool flag_from(py::handle value, const std::string& keyword) {
@@ -69,6 +89,7 @@ Target target_from(const RunArguments& a) {
   run.autocast = parse_autocast(text_of(a.autocast, "autocast"), "autocast");
   run.batch = integer_from(a.batch, "batch");
   run.rollout = integer_from(a.rollout, "rollout");
+  for (const std::string& name : rule_names_from(a.rules_off)) run.add_rule_off(name);
   validate(run);
   Target target;
   target.device = a.memory.is_none() ? device_from(a.device) : device_with_memory(bytes_from(a.memory, "memory"));

@@ -7,6 +7,8 @@
 //              replaces `device`
 //   budget     int bytes or "30GiB"; default the device's memory, never more
 //   batch, rollout, dtype, framework, optimizer, autocast: the run (run_options.h)
+//   rules_off  None, or a list or tuple of memory rule names (actmem.rules())
+//              the run does without
 
 #include <cstdint>
 #include <memory>
@@ -36,6 +38,7 @@ struct RunArguments {
   pybind11::object framework;
   pybind11::object optimizer;
   pybind11::object autocast;
+  pybind11::object rules_off;
 };
 
 // What a call plans for. `graph` may be shared with other calls and threads.

@@ -47,6 +47,26 @@ def test_catalogs_list_presets_and_devices_as_plain_values():
     assert actmem.__version__.count(".") == 2
 
 
+def test_rules_list_the_memory_rules_and_rules_off_predicts_without_one():
+    rules = actmem.rules()
+    assert plain(rules) and len(rules) >= 40
+    carry = next(r for r in rules if r["name"] == "xla.scan.holds_first_carry")
+    assert carry["framework"] == "jax" and carry["journal"] == "J20" and carry["applies"] == "always"
+    step = {"checkpoints": [], "step_checkpoint": True}
+    run = dict(model=TINY, device="tpu-v4", framework="jax", rollout=2, plan=step)
+    on = actmem.simulate(**run)["peak_bytes"]
+    assert actmem.simulate(**run, rules_off=["xla.scan.holds_first_carry"])["peak_bytes"] < on
+    assert actmem.simulate(**run, rules_off=("torch.slices_are_views",))["peak_bytes"] == on  # not a JAX rule
+    document = actmem.plan(model=TINY, device="tpu-v4", rollout=2, rules_off=["xla.scan.holds_first_carry"])
+    assert document["run"]["rules_off"] == ["xla.scan.holds_first_carry"]
+    assert "rules_off" not in actmem.plan(model=TINY, device="tpu-v4", rollout=2)["run"]
+    with pytest.raises(actmem.InputError, match=r"rules_off: unknown rule 'xla.scan.holds_frist_carry' "
+                                                r"\(did you mean 'xla.scan.holds_first_carry'\?\)"):
+        actmem.fits(model=TINY, rules_off=["xla.scan.holds_frist_carry"])
+    with pytest.raises(actmem.InputError, match="rules_off: expected a list of rule names"):
+        actmem.fits(model=TINY, rules_off="xla.scan.holds_first_carry")
+
+
 def test_fits_answers_with_the_plan_and_the_least_memory():
     a = actmem.fits(**RUN)
     assert plain(a)
@@ -372,7 +392,7 @@ ARGUMENT_MISTAKES = [
      "fits: takes at most 2 positional arguments (model, device), got 3"),
     (lambda: actmem.fits(**RUN, bach=2),
      "fits: unexpected keyword argument 'bach' (did you mean 'batch'?); it takes model, device, memory, budget, batch, "
-     "rollout, dtype, framework, optimizer, autocast, nested_regions"),
+     "rollout, dtype, framework, optimizer, autocast, rules_off, nested_regions"),
     (lambda: actmem.simulate(TINY, model=TINY), "simulate: got two values for 'model' (by position and by keyword)"),
     (lambda: actmem.device(), "device: missing the argument 'device'"),
     (lambda: actmem.models(1), "models: takes no positional arguments, got 1"),
@@ -393,7 +413,7 @@ def test_argument_mistakes_are_input_errors_naming_the_function(call, message):
 def test_signatures_are_in_the_docstrings():
     assert actmem.fits.__doc__.splitlines()[2] == (
         "fits(model='graphcast', device='tpu-v4', *, memory=None, budget=None, batch=1, rollout=1, dtype='bfloat16', "
-        "framework='jax', optimizer='adam', autocast='cuda', nested_regions=False)")
+        "framework='jax', optimizer='adam', autocast='cuda', rules_off=None, nested_regions=False)")
 
 
 def test_a_path_holding_a_nul_byte_names_no_file(tmp_path):
