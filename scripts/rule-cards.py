@@ -48,6 +48,8 @@ def describe_witness(w):
     where = ("the solver's least peak" if plan is None else
              f"plan `{plan}`" if isinstance(plan, str) else f"plan file `{json.dumps(plan, sort_keys=True)}`")
     delta = w["on"] - w["off"]
+    if w.get("also_off"):
+        where += f", with {', '.join(f'`{r}`' for r in w['also_off'])} off (it hides this rule's effect)"
     return (f"{w['model']}, {w['framework']} {w['dtype']}, batch {w['batch']}, rollout {w['rollout']}, {where}: "
             f"`{w['figure']}` {w['on']:,} B with the rule, {w['off']:,} B without ({delta:+,} B)")
 
