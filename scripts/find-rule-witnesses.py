@@ -9,7 +9,8 @@ and 2, rollout 1 to 3; built-in plans and plan files with step checkpoints,
 host offload, edge blocks and nested regions; and the solver's least peak)
 with every rule on, then with each rule off, and picks for each rule the
 smallest case where a figure differs: the peak, else the forward pass's peak,
-what is held after it, the compiler's floor, or the solver's least peak.
+what is held after it, the compiler's floor, the solver's least peak, or at
+last the memory over the whole step (the timeline's rows summed).
 Prints one line per rule; with --write, puts the witnesses in
 tests/rules/witnesses.json. A rule whose effect another rule hides (each
 switched off alone changes nothing) keeps the witness written for it by hand
@@ -54,6 +55,9 @@ PLANS = {
                                 "inner": [{"from": "processor.0", "to": "processor.1"}]}]},
 }
 FIGURES = ["peak_bytes", "forward_peak_bytes", "activation_bytes_after_forward", "compiler_floor_bytes"]
+# The last resort, for a rule that changes memory away from every peak: the
+# sum over the timeline's rows (one per op run) of the bytes live after it.
+TIMELINE_FIGURE = "timeline_bytes"
 
 
 def write_inputs(actmem, folder):
@@ -96,23 +100,29 @@ def cases(models):
             yield ("fit", model, framework, dtype, batch, rollout, None)
 
 
-def figures(actmem, models, plans, case, rule, also_off=()):
+def figures(actmem, models, plans, case, rule, also_off=(), timeline=False):
+    """The case's figures; with `timeline`, only TIMELINE_FIGURE (a simulation's)."""
     command, model, framework, dtype, batch, rollout, plan = case
     args = [actmem, command, "--model", models[model], "--framework", framework, "--dtype", dtype, "--batch",
             str(batch), "--rollout", str(rollout), "--device", "tpu-v4", "--json", "--quiet"]
     args += ["--plan", plans[plan]] if command == "simulate" else ["--headroom", "0"]
     for name in ([rule] if rule else []) + list(also_off):
         args += ["--rule-off", name]
-    done = subprocess.run(args, capture_output=True, text=True)
-    if done.returncode not in (0, 1):
-        return None  # refused (a plan the run cannot take without the rule)
+    with tempfile.NamedTemporaryFile(suffix=".csv") as csv:
+        if timeline:
+            args += ["--timeline", csv.name]
+        done = subprocess.run(args, capture_output=True, text=True)
+        if done.returncode not in (0, 1):
+            return None  # refused (a plan the run cannot take without the rule)
+        if timeline:  # the last column is each row's total
+            return {TIMELINE_FIGURE: sum(int(row.rsplit(",", 1)[1]) for row in open(csv.name).readlines()[1:])}
     report = json.loads(done.stdout)
     return {"min_peak_bytes": report["min_peak_bytes"]} if command == "fit" else {f: report[f] for f in FIGURES}
 
 
 def witness(grid, base, off):
     """The first figure, in FIGURES order, that differs on some case, on the first such case."""
-    for figure in FIGURES + ["min_peak_bytes"]:
+    for figure in FIGURES + ["min_peak_bytes", TIMELINE_FIGURE]:
         for case in grid:
             before, after = base[case], off[case]
             if before and after and figure in before and before[figure] != after[figure]:
@@ -159,12 +169,20 @@ def main():
         grid = sorted(cases(models), key=smallest_first)
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
             base = dict(zip(grid, pool.map(lambda c: figures(actmem, models, plans, c, None), grid)))
-            found, missing = {}, []
+            found, missing, timelines = {}, [], {}
             for rule in rules:
                 off = dict(zip(grid, pool.map(lambda c: figures(actmem, models, plans, c, rule), grid)))
                 entry = witness(grid, base, off)
                 if not entry and rule in by_hand:
                     entry = recheck(actmem, models, plans, rule, by_hand[rule])
+                if not entry:
+                    simulations = [c for c in grid if c[0] == "simulate"]
+                    if not timelines:
+                        timelines.update(zip(simulations, pool.map(
+                            lambda c: figures(actmem, models, plans, c, None, timeline=True), simulations)))
+                    off = dict(zip(simulations, pool.map(
+                        lambda c: figures(actmem, models, plans, c, rule, timeline=True), simulations)))
+                    entry = witness(simulations, timelines, off)
                 if entry:
                     found[rule] = entry
                     print(f"{rule}: {entry['model']} {entry['framework']} {entry['dtype']} batch {entry['batch']} "
