@@ -43,6 +43,8 @@ class GraphCastBuilder {
   CostGraph build() {
     const StepInputs in = run_.framework == Framework::jax ? jax_inputs() : pytorch_inputs();
     make_parameters();
+    b_.tag_rows(RowTag::batch_major_nodes, m_.grid_nodes * run_.batch);  // J15
+    b_.tag_rows(RowTag::layout_copied_edges, m_.mesh_edges);             // J31
 
     TensorId carry = in.grid;
     for (int step = 0; step < static_cast<int>(run_.rollout); ++step) {
@@ -55,8 +57,10 @@ class GraphCastBuilder {
       if (in.frames) grid_parts = {carry, forcing, in.statics};
       const TensorId prediction = network(grid_parts, in);
       stage_ = loss_stage();
-      const TensorId target =
-          input(fmt::format("target.{}", step), in.target_rows, m_.output_features, in.frames ? 4 : feature_bytes());
+      Tensor target_tensor{fmt::format("target.{}", step),  in.target_rows,    m_.output_features,
+                           in.frames ? 4 : feature_bytes(), TensorRole::input, false};
+      target_tensor.tiled_planes = in.frames && lat_lon_shape(m_).has_value();  // J26
+      const TensorId target = b_.add_tensor(std::move(target_tensor));
       // Autocast runs mse_loss in float32: on a float32 copy of the prediction.
       const TensorId scored = autocast_ ? cast("prediction_float32", prediction, 4) : prediction;
       const TensorId loss = activation("loss", 1, 1, 4);

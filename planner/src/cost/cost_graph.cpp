@@ -67,6 +67,10 @@ std::int64_t CostGraph::parameter_count() const {
 
 std::int64_t CostGraph::parameter_bytes() const { return parameter_count() * 4; }
 
+bool CostGraph::rows_tagged(std::int64_t rows, RowTag tag) const {
+  return std::find(row_tags_.begin(), row_tags_.end(), std::pair{tag, rows}) != row_tags_.end();
+}
+
 std::int64_t CostGraph::input_bytes() const {
   std::int64_t n = 0;
   for (const Tensor& t : tensors_)

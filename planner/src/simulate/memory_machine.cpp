@@ -357,7 +357,7 @@ void MemoryMachine::forward_op(OpId id, bool saving, std::int64_t block_rows, in
       saving && !(stacking_residuals_ && pass == Pass::forward) ? norm_copy(id, pass) : NormCopy::none;
   if (norm == NormCopy::transient) copy += buffer(current(op.inputs[0])).bytes;
   if (op.kind == OpKind::mse_loss && profile_.grid_loss_lays_out_prediction && op.inputs.size() > 1 &&
-      lat_lon_shape(g_.model()))
+      tensor(op.inputs[1]).tiled_planes)
     copy += 2 * tensor(op.inputs[1]).bytes();
   live_[kWorkspace] += copy;
   if (!quiet_) sample_op(pass, op, block);
@@ -1103,16 +1103,15 @@ TensorId step_target(const CostGraph& graph, const Op& op) {
 
 std::int64_t scanned_target_bytes(const CostGraph& graph, TensorId target) {
   const Tensor& t = graph.tensor(target);
-  return lat_lon_shape(graph.model())
-             ? t.bytes()
-             : tpu_tiled_bytes(graph.model().grid_nodes, t.cols, graph.run().batch, t.element_bytes);
+  const std::int64_t batch = graph.run().batch;  // a node-major target is [nodes × batch, channels]
+  return t.tiled_planes ? t.bytes() : tpu_tiled_bytes(t.rows / batch, t.cols, batch, t.element_bytes);
 }
 
 bool aligned_mesh_edge_norm(const CostGraph& graph, const MemoryProfile& profile, OpId op) {
   const Op& o = graph.op(op);
   if (!profile.aligned_mesh_edge_norms_copy_input || o.kind != OpKind::layer_norm) return false;
   const std::int64_t rows = graph.tensor(o.inputs[0]).rows;
-  return rows == graph.model().mesh_edges && rows % 8 == 0;
+  return graph.rows_tagged(rows, RowTag::layout_copied_edges) && rows % 8 == 0;
 }
 
 std::vector<int> edge_update_stages_reached(const CostGraph& graph, OpId op) {
@@ -1302,9 +1301,8 @@ bool MemoryMachine::sample_xla_blocked_backward(const Item& item) {
   // At batch > 1 XLA:TPU lays the grid nodes' features out batch-major and
   // copies them, in the gathers' dtype (bfloat16 under float32, J13), to
   // gather from them (J15); the mesh nodes' it gathers from directly.
-  const std::int64_t grid_rows = g_.model().grid_nodes * g_.run().batch;
   auto copy_of = [&](TensorId nodes, TensorId gathered_from_them) -> std::int64_t {
-    if (g_.run().batch == 1 || tensor(nodes).rows != grid_rows) return 0;
+    if (g_.run().batch == 1 || !g_.rows_tagged(tensor(nodes).rows, RowTag::batch_major_nodes)) return 0;
     return tensor(nodes).rows * row(gathered_from_them);
   };
   s.senders_copy = copy_of(senders, gathered[0]);

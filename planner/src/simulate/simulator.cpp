@@ -79,7 +79,6 @@ class Simulation : detail::MemoryMachine {
     std::vector<int> held;
     first_carry_ = -1;
     if (!scanned()) return held;
-    const ModelDescription& model = g_.model();
     const std::int64_t batch = g_.run().batch;
     for (const Op& op : g_.ops()) {
       if (const TensorId target = detail::step_target(g_, op);
@@ -87,10 +86,10 @@ class Simulation : detail::MemoryMachine {
         held.push_back(allocate(detail::scanned_target_bytes(g_, target), kActivations, 1, target));
       if (op.kind != OpKind::next_input) continue;
       if (op.inputs.size() > 2 && profile_.scanned_loops_copy_forcings) {
-        const TensorId forcings = op.inputs[2];
+        const Tensor& forcings = g_.tensor(op.inputs[2]);  // node-major: [nodes × batch, channels]
         held.push_back(
-            allocate(tpu_tiled_bytes(model.grid_nodes, g_.tensor(forcings).cols, batch, element_bytes(g_.run().dtype)),
-                     kActivations, 1, forcings));
+            allocate(tpu_tiled_bytes(forcings.rows / batch, forcings.cols, batch, element_bytes(g_.run().dtype)),
+                     kActivations, 1, op.inputs[2]));
       }
       // The carry the first step reads is the frames argument, copied into
       // the layout and dtype the loop carries (the next carry's).

@@ -55,6 +55,10 @@ struct Tensor {
   // element_bytes), its gradient's alike: XLA:TPU's tiles of a scanned
   // rollout's carried frames (docs/cost-model.md J39).
   std::int64_t padded_bytes = 0;
+  // Its rows already count the padded planes of XLA:TPU's per-variable
+  // layout ([lat, lon] planes in (8, 128) tiles: DeepMind's targets on a
+  // latitude–longitude grid, J26), not node-major rows; set by the builder.
+  bool tiled_planes = false;
   std::int64_t bytes() const { return padded_bytes > 0 ? padded_bytes : rows * cols * element_bytes; }
   std::int64_t gradient_bytes() const {
     const int gradient = gradient_element_bytes > 0 ? gradient_element_bytes : element_bytes;
@@ -90,6 +94,18 @@ enum class OpKind {
 inline constexpr int kOpKindCount = static_cast<int>(OpKind::cast) + 1;
 
 std::string to_string(OpKind kind);
+
+// Row counts an architecture's builder marks for the memory rules, which
+// recognise a tensor by the set its rows run over, never by the model's
+// counts (docs/architecture.md, "The architecture seam").
+enum class RowTag {
+  // Nodes XLA:TPU lays out batch-major and, at batch > 1, copies before a
+  // gather reads them (J15): GraphCast's grid nodes × batch.
+  batch_major_nodes,
+  // Edges whose LayerNorms XLA:TPU copies into another layout, at batch 1,
+  // where their count is a multiple of 8 (J31): GraphCast's mesh edges.
+  layout_copied_edges,
+};
 
 // What a stage does in the network. Built-in plans and the trainers'
 // exports place checkpoints by role; nothing outside an architecture's
@@ -189,6 +205,9 @@ class CostGraph {
   std::int64_t parameter_count() const;
   std::int64_t input_bytes() const;
 
+  // Whether the builder marked this row count with the tag (RowTag).
+  bool rows_tagged(std::int64_t rows, RowTag tag) const;
+
  private:
   friend class CostGraphBuilder;
   CostGraph();
@@ -202,6 +221,7 @@ class CostGraph {
   std::vector<OpId> producer_;
   std::vector<std::vector<OpId>> consumers_;
   std::vector<TensorLifetime> lifetimes_;
+  std::vector<std::pair<RowTag, std::int64_t>> row_tags_;
   struct Dag;
   std::unique_ptr<Dag> dag_;
 };
@@ -229,6 +249,8 @@ class CostGraphBuilder {
     graph_.ops_[static_cast<std::size_t>(at)].releases_held.push_back(tensor);
   }
   const Tensor& tensor(TensorId id) const { return graph_.tensor(id); }
+  // Marks a row count for the memory rules (RowTag).
+  void tag_rows(RowTag tag, std::int64_t rows) { graph_.row_tags_.emplace_back(tag, rows); }
   std::string stage_name(int stage) const { return graph_.stage_name(stage); }
   // The parameters added so far (CostGraph::parameter_count() of the graph
   // being built): a builder that has declared its parameters counts them

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The engine (planner/src/cost, simulate, solve) recognises what its memory
+# rules need by the marks the architecture's builder puts on the cost graph
+# (tensor and row tags, op kinds, stage declarations), never by a model's
+# counts or geometry: no code line there reads a ModelDescription's node,
+# edge, width or depth fields or its latitude–longitude shape
+# (docs/architecture.md, "The architecture seam"). Stage roles are still
+# read in the places listed in ROLE_READS, no more: each is a rule that
+# names GraphCast's encoder or decoder and waits for a stage tag of its own.
+# Prints every line that breaks this; exit 1 if any.
+set -euo pipefail
+root="$1"
+cd "$root"
+
+FIELDS='grid_nodes|mesh_nodes|grid2mesh_edges|mesh_edges|mesh2grid_edges|latent_size|mlp_hidden_layers|processor_steps|grid_input_features|mesh_input_features|edge_features|output_features|resolution_deg|mesh_level|radius_query_fraction'
+# file:count of `StageRole::` reads still allowed.
+ROLE_READS=(
+  planner/src/simulate/memory_machine.cpp:2
+  planner/src/simulate/xla_module_order.cpp:2
+  planner/src/simulate/plan.cpp:5
+)
+
+files=$(find planner/src/cost planner/src/simulate planner/src/solve -type f \( -name '*.cpp' -o -name '*.h' \) | sort)
+broken=0
+# Code only: a line's comment (from //) is left out.
+code() { sed -E 's@//.*$@@' "$1"; }
+for file in $files; do
+  while IFS= read -r line; do
+    echo "anatomy: $file reads the model's counts or geometry: $line" >&2
+    broken=1
+  done < <(code "$file" | grep -nE "(\.|->)($FIELDS)\b|lat_lon_shape\(" || true)
+  reads=$( (code "$file" | grep -oE 'StageRole::[a-z_]+' || true) | wc -l)
+  allowed=0
+  for entry in "${ROLE_READS[@]}"; do
+    [[ "${entry%%:*}" == "$file" ]] && allowed="${entry##*:}"
+  done
+  if ((reads > allowed)); then
+    echo "anatomy: $file reads stage roles $reads times, $allowed allowed (mark what the rule needs in the builder)" >&2
+    broken=1
+  fi
+done
+((broken == 0)) || exit 1
+echo "anatomy: $(wc -w <<<"$files") engine files read no model counts or geometry; stage roles only where listed"
