@@ -63,6 +63,11 @@ class Runner:
         seconds, kilobytes = stats.read_text().split()
         return float(seconds), int(kilobytes) / 1024, done.returncode
 
+    def rule_names(self):
+        """Every memory rule's name (`actmem rules --json`)."""
+        out = subprocess.run([self.actmem, "rules", "--json"], capture_output=True, text=True, check=True).stdout
+        return [rule["name"] for rule in json.loads(out)]
+
     def cost(self, label, args, expect=(0, 1), python=None):
         seconds, megabytes, _ = self.measure(args, expect, python)
         print(f"  {label}: {seconds:.2f} s, {megabytes:.0f} MB", file=sys.stderr)
@@ -169,6 +174,10 @@ def rows(r):
           r.cost("Python: a plan whose stages are a list doubled 30 times, refused", [], python=(
               "import actmem\nx = [1]\nfor _ in range(30): x = [x, x]\n"
               "try: actmem.simulate(plan={'checkpoints': [], 'stages': x})\nexcept actmem.InputError: pass"))]),
+        ("memory rules switched off (`--rule-off`, `rules_off=`, a plan's `run.rules_off`)",
+         "256 names, each a rule's", "more than there are rules is a mistake",
+         [r.cost("GraphCast at rollout 12 with every rule off, `fit`",
+                 ["fit", "--rollout", "12"] + [a for name in r.rule_names() for a in ("--rule-off", name)])]),
         ("`sweep` rows (devices × batches × rollouts)", "256", "each row is one fit",
          [r.cost("graphcast-small, 14 devices × 18 batch sizes", ["sweep", "--model", "graphcast-small",
                                                                    "--batch", ",".join(str(b) for b in range(1, 19))]),

@@ -61,6 +61,10 @@ check_error "--rule-off: unknown rule 'xla.scan.holds_frist_carry' (did you mean
   simulate --rule-off xla.scan.holds_frist_carry
 check_error "--rule-off: unknown rule 'nothing'; see 'actmem rules'" fit --rule-off nothing
 check_error_prefix "simulate: --rule-off: 1 required RULE missing" simulate --rule-off
+# A plan the run cannot take without the rule: the error says which rule.
+echo '{"checkpoints": [], "step_checkpoint": true, "host_offload": true}' >"$work/offload.json"
+check_error "$work/offload.json: /host_offload: expected only where the rollout is XLA's scanned loop, which rule xla.scan.step_checkpoints_scanned (switched off) makes it" \
+  simulate --model "$work/tiny.json" --rollout 2 --plan "$work/offload.json" --rule-off xla.scan.step_checkpoints_scanned
 python3 - "$work/plan.json" "$work/edited.json" <<'PY'
 import json, sys
 plan = json.load(open(sys.argv[1]))

@@ -237,8 +237,11 @@ void validate(const Plan& plan, std::span<const Stage> chain) {
 void validate_for_run(const Plan& plan, const CostGraph& graph, const std::string& source) {
   if (plan.host_offload && !memory_profile(graph.run(), graph.model().implementation).step_checkpoint_scanned)
     throw InputError(source, "/host_offload",
-                     "expected only where the rollout is XLA's scanned loop (--framework jax): host offload is a "
-                     "JAX plan option");
+                     graph.run().framework == Framework::jax
+                         ? "expected only where the rollout is XLA's scanned loop, which rule "
+                           "xla.scan.step_checkpoints_scanned (switched off) makes it"
+                         : "expected only where the rollout is XLA's scanned loop (--framework jax): host offload "
+                           "is a JAX plan option");
 }
 
 nlohmann::json checkpoints_to_json(const std::vector<Region>& regions, const std::vector<std::string>& stages) {
