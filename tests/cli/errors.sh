@@ -3,10 +3,6 @@
 # was expected, and exit code 2: `bash errors.sh ACTMEM_BINARY SOURCE_DIR`.
 source "$(dirname "$0")/lib.sh"
 
-tiny='{"name": "tiny", "architecture": "graphcast", "grid_nodes": 2000, "mesh_nodes": 500, "grid2mesh_edges": 3000,
- "mesh_edges": 3000, "mesh2grid_edges": 6000, "latent_size": 64, "mlp_hidden_layers": 1, "processor_steps": 4,
- "grid_input_features": 20, "mesh_input_features": 20, "edge_features": 4, "output_features": 10}'
-echo "$tiny" >"$work/tiny.json"
 sed 's/"grid_nodes": 2000/"grid_nodes": -5/' "$work/tiny.json" >"$work/negative.json"
 sed 's/"architecture": "graphcast"/"architecture": "graphcast", "implementation": "anemio"/' "$work/tiny.json" >"$work/implementation.json"
 sed 's/"architecture": "graphcast"/"architecture": "graphcast", "concat_trick": true/' "$work/tiny.json" >"$work/trick.json"

@@ -5,22 +5,9 @@
 # is not a regular file. `bash hostile.sh ACTMEM_BINARY SOURCE_DIR`.
 source "$(dirname "$0")/lib.sh"
 
-# Every run is bounded: 60 s and, unless actmem runs under AddressSanitizer
-# (which reserves terabytes of address space), 2 GiB. Old versions looped or
-# took 12 GiB on some of these inputs.
-binary=$actmem
-cat >"$work/actmem" <<EOF
-#!/usr/bin/env bash
-ldd "$binary" 2>/dev/null | grep -q libasan || ulimit -v 2097152
-exec timeout 60 "$binary" "\$@"
-EOF
-chmod +x "$work/actmem"
-actmem="$work/actmem"
-
-tiny='{"name": "tiny", "architecture": "graphcast", "grid_nodes": 2000, "mesh_nodes": 500, "grid2mesh_edges": 3000,
- "mesh_edges": 3000, "mesh2grid_edges": 6000, "latent_size": 64, "mlp_hidden_layers": 1, "processor_steps": 4,
- "grid_input_features": 20, "mesh_input_features": 20, "edge_features": 4, "output_features": 10}'
-echo "$tiny" >"$work/tiny.json"
+# Every run is bounded: 60 s and 2 GiB. Old versions looped or took 12 GiB
+# on some of these inputs.
+bound_actmem 60 2097152
 
 # ---- sizes that would overflow: never a "fits" (was FITS at -8530903002.58 GiB)
 for command in fit "plan -o $work/overflow.json"; do

@@ -7,6 +7,24 @@ failures=0
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
+# The tests' small model (tests/test_models.h), as $tiny and in $work/tiny.json.
+tiny='{"name": "tiny", "architecture": "graphcast", "grid_nodes": 2000, "mesh_nodes": 500, "grid2mesh_edges": 3000,
+ "mesh_edges": 3000, "mesh2grid_edges": 6000, "latent_size": 64, "mlp_hidden_layers": 1, "processor_steps": 4,
+ "grid_input_features": 20, "mesh_input_features": 20, "edge_features": 4, "output_features": 10}'
+echo "$tiny" >"$work/tiny.json"
+
+# bound_actmem SECONDS [KIB]: from here on $actmem stops after SECONDS and,
+# given KIB, unless it runs under AddressSanitizer (which reserves terabytes
+# of address space), at KIB of address space; $binary is the program itself.
+bound_actmem() {
+  local limit=""
+  binary=$actmem
+  [ -n "${2:-}" ] && limit="ldd '$binary' 2>/dev/null | grep -q libasan || ulimit -v $2"
+  printf '#!/usr/bin/env bash\n%s\nexec timeout %s "%s" "$@"\n' "$limit" "$1" "$binary" >"$work/actmem"
+  chmod +x "$work/actmem"
+  actmem="$work/actmem"
+}
+
 fail() {
   echo "FAIL: $*" >&2
   failures=$((failures + 1))

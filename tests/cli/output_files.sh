@@ -6,17 +6,7 @@
 source "$(dirname "$0")/lib.sh"
 
 # Every run is bounded: an old version waited forever for a FIFO's reader.
-binary=$actmem
-cat >"$work/actmem" <<EOF2
-#!/usr/bin/env bash
-exec timeout 60 "$binary" "\$@"
-EOF2
-chmod +x "$work/actmem"
-actmem="$work/actmem"
-tiny='{"name": "tiny", "architecture": "graphcast", "grid_nodes": 2000, "mesh_nodes": 500, "grid2mesh_edges": 3000,
- "mesh_edges": 3000, "mesh2grid_edges": 6000, "latent_size": 64, "mlp_hidden_layers": 1, "processor_steps": 4,
- "grid_input_features": 20, "mesh_input_features": 20, "edge_features": 4, "output_features": 10}'
-echo "$tiny" >"$work/tiny.json"
+bound_actmem 60
 
 # ---- a path that names an open descriptor is written through it, at its
 # offset and with its flags (was: `-o /dev/stdout >> log` replaced the log)

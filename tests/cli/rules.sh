@@ -4,11 +4,6 @@
 # plan it makes, and an unknown name refused with a suggestion.
 source "$(dirname "$0")/lib.sh"
 
-cat >"$work/tiny.json" <<'EOF'
-{"name": "tiny", "architecture": "graphcast", "grid_nodes": 2000, "mesh_nodes": 500, "grid2mesh_edges": 3000,
- "mesh_edges": 3000, "mesh2grid_edges": 6000, "latent_size": 64, "mlp_hidden_layers": 1, "processor_steps": 4,
- "grid_input_features": 20, "mesh_input_features": 20, "edge_features": 4, "output_features": 10}
-EOF
 echo '{"checkpoints": [], "step_checkpoint": true}' >"$work/step.json"
 run=(--model "$work/tiny.json" --rollout 2 --plan "$work/step.json")
 peak() { python3 -c 'import json, sys; print(json.load(sys.stdin)["peak_bytes"])'; }

@@ -3,11 +3,6 @@
 # exit codes by budget. `bash simulate.sh ACTMEM_BINARY SOURCE_DIR`.
 source "$(dirname "$0")/lib.sh"
 
-cat >"$work/tiny.json" <<'JSON'
-{"name": "tiny", "architecture": "graphcast", "grid_nodes": 2000, "mesh_nodes": 500, "grid2mesh_edges": 3000,
- "mesh_edges": 3000, "mesh2grid_edges": 6000, "latent_size": 64, "mlp_hidden_layers": 1, "processor_steps": 4,
- "grid_input_features": 20, "mesh_input_features": 20, "edge_features": 4, "output_features": 10}
-JSON
 
 for plan in none full every:2 deepmind deepmind:3; do
   "$actmem" simulate --model "$work/tiny.json" --plan "$plan" --framework pytorch --dtype float32 --json \
