@@ -3,6 +3,7 @@
 //
 //   ModelDescription model = load_model("graphcast");          // preset, file, or fill the struct
 //   RunOptions run;  run.batch = 2;  run.framework = Framework::pytorch;
+//   run.add_rule_off("torch.slices_are_views");                 // what-if: a memory rule off (rule_cards())
 //   Device device = load_device("a100-80gb");                  // catalog id, file, or device_with_memory()
 //   CostGraph graph = CostGraph::build(model, run);            // build once, share across threads
 //   FitAnswer answer = fits(graph, device);                     // fits, peak, min_peak_bytes, plan, report
@@ -21,6 +22,7 @@
 //     ThreadSanitizer). Objects are not synchronised for concurrent writes.
 
 #include "actmem/cost/cost_graph.h"
+#include "actmem/cost/memory_rules.h"
 #include "actmem/model/device.h"
 #include "actmem/model/model.h"
 #include "actmem/model/run_options.h"
