@@ -1,0 +1,133 @@
+// Retention (memory_machine.h): what an op keeps for its backward (its rule's
+// saved inputs and outputs, less what the compiler recomputes instead),
+// what a weight gradient reads and when it runs, and how long a checkpoint
+// holds what it keeps.
+
+#include "simulate/memory_machine.h"
+
+#include <algorithm>
+
+namespace actmem::detail {
+
+bool MemoryMachine::any_reads(const std::vector<OpId>& ops, TensorId t) const {
+  return std::any_of(ops.begin(), ops.end(), [&](OpId id) {
+    const auto& in = g_.op(id).inputs;
+    return std::find(in.begin(), in.end(), t) != in.end();
+  });
+}
+
+MemoryMachine::LastReaders MemoryMachine::last_readers(const std::vector<Item>& items,
+                                                       const std::vector<TensorId>& inputs) const {
+  LastReaders readers;
+  if (!profile_.kept_inputs_freed_at_last_reader) return readers;
+  for (TensorId t : inputs) {
+    if (current(t) < 0 || kept_input_reader_stage(g_, profile_, t) < 0) continue;
+    int reading = 0;
+    for (const Item& item : items) reading += any_reads(ops_of(item), t) ? 1 : 0;
+    if (reading == 0) continue;
+    readers.tensors.push_back(t);
+    readers.remaining.push_back(reading);
+  }
+  return readers;
+}
+
+// Keeps t for the backward pass; a fused t is recomputed there from its
+// producer's inputs, so those are kept instead.
+void MemoryMachine::save(TensorId t, std::vector<int>& saved) {
+  if (made_fused(t)) {
+    for (TensorId u : g_.op(g_.producer(t)).inputs) save(u, saved);
+    return;
+  }
+  const int b = current(t);
+  if (b < 0 || tensor(t).role != TensorRole::activation) return;
+  retain(b);
+  saved.push_back(b);
+}
+
+// What linear `op`'s weight gradient reads besides its output gradient:
+// the input it saved, or, where it saved none (linear_input_recomputed()),
+// what the input's producer kept to make it again (the live buffers of the
+// producer's inputs).
+std::vector<int> MemoryMachine::weight_gradient_inputs(const Op& op, const std::vector<int>& saved) const {
+  std::vector<int> inputs = saved;
+  if (inputs.empty())
+    for (TensorId t : op.inputs)
+      if (const OpId p = g_.producer(t); tensor(t).role == TensorRole::activation && p >= 0)
+        for (TensorId u : g_.op(p).inputs)
+          if (const int b = current(u);
+              tensor(u).role == TensorRole::activation && b >= 0 && buffer(b).tensor == u && buffer(b).refs > 0)
+            inputs.push_back(b);
+  std::sort(inputs.begin(), inputs.end());
+  inputs.erase(std::unique(inputs.begin(), inputs.end()), inputs.end());
+  return inputs;
+}
+
+// J54: XLA's depth-first scheduler (DFSMemoryScheduler) visits the loop
+// body's root operands, the parameter gradients among them, in decreasing
+// order of their subtrees' bytes, where each instruction's is capped at
+// the bytes of the body's post-order up to it. The post-order follows the
+// chain of input gradients from the loss, so an operand's capped bytes
+// are about the bytes the step's backward allocated up to it (its
+// defined_at, from the step's start), and a weight gradient's are theirs
+// summed, capped at about all the step's backward allocates (as a run
+// before measured it, assume_step_backward_bytes()). Those whose sum
+// reaches the cap are visited first, each as the chain reaches it; the
+// others after the chain, their operands held until then.
+bool MemoryMachine::weight_gradient_waits(const Op& op, const std::vector<int>& inputs) const {
+  std::vector<int> operands = inputs;
+  for (TensorId t : op.outputs)
+    if (grad(t) >= 0 && std::find(operands.begin(), operands.end(), grad(t)) == operands.end())
+      operands.push_back(grad(t));
+  // What the checkpoint's recomputation reads from before it passes an
+  // optimisation barrier with the gradient entering it (jax.checkpoint's
+  // guard against common subexpressions): as deep as the barrier.
+  const std::int64_t barrier = region_backward_from_.back();
+  std::int64_t depth = 0;
+  for (int b : operands) depth += std::max(buffer(b).defined_at, barrier) - step_backward_from_;
+  return depth < assumed_step_backward_bytes_[static_cast<std::size_t>(op.step)];
+}
+
+bool MemoryMachine::writes_prediction(OpId op) const {
+  for (OpId reader : g_.consumers(g_.op(op).outputs.front()))
+    if (g_.op(reader).kind == OpKind::mse_loss) return true;
+  return false;
+}
+
+// A linear does not keep an input that XLA recomputes for its weight
+// gradient from what the input's producer keeps: a LayerNorm's output,
+// from the LayerNorm's input and statistics (J41); a SiLU's output, from
+// h, in its loop body (J10, J14; at batch 1 only in the step's own
+// recomputation, J29; not the output MLP's, J43), everywhere under float32
+// (J13), and in the forward pass of an MLP whose output an edge update
+// reads (J27).
+bool MemoryMachine::linear_input_recomputed(OpId reader, TensorId input, Pass pass) const {
+  if (g_.op(reader).kind != OpKind::linear) return false;
+  const OpId p = g_.producer(input);
+  if (p >= 0 && g_.op(p).kind == OpKind::layer_norm) return profile_.linears_recompute_norm_input;
+  if (p < 0 || g_.op(p).kind != OpKind::silu) return false;
+  if (profile_.linears_recompute_silu_input) return true;
+  if (in_loop_body_ && profile_.loop_body_recomputes_silu &&
+      (!profile_.loop_body_inner_checkpoints_keep_silu || recomputing_step_))
+    return !(profile_.loop_body_output_mlp_keeps_silu && writes_prediction(reader));
+  return pass == Pass::forward && profile_.edge_update_inputs_recompute_silu && read_by_edge_update(reader);
+}
+
+int kept_input_reader_stage(const CostGraph& graph, const MemoryProfile& profile, TensorId t) {
+  if (!profile.kept_inputs_freed_at_last_reader || graph.tensor(t).role != TensorRole::activation) return -1;
+  const OpId producer = graph.producer(t);
+  if (producer < 0) return -1;
+  const Op& made_by = graph.op(producer);
+  const OpMemoryRule& rule = profile.rule(made_by.kind);
+  for (std::size_t i = 0; i < made_by.outputs.size(); ++i)
+    if (made_by.outputs[i] == t && (rule.saved_outputs & (1u << i))) return -1;
+  int stage = -1, step = -1;
+  for (OpId c : graph.consumers(t)) {
+    const Op& reader = graph.op(c);
+    if (stage >= 0 && (reader.stage != stage || reader.step != step)) return -1;
+    stage = reader.stage;
+    step = reader.step;
+  }
+  return stage;
+}
+
+}  // namespace actmem::detail
