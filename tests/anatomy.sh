@@ -15,7 +15,7 @@ cd "$root"
 FIELDS='grid_nodes|mesh_nodes|grid2mesh_edges|mesh_edges|mesh2grid_edges|latent_size|mlp_hidden_layers|processor_steps|grid_input_features|mesh_input_features|edge_features|output_features|resolution_deg|mesh_level|radius_query_fraction'
 # file:count of `StageRole::` reads still allowed.
 ROLE_READS=(
-  planner/src/simulate/memory_machine.cpp:2
+  planner/src/simulate/memory_machine_backward_order.cpp:2
   planner/src/simulate/xla_module_order.cpp:2
   planner/src/simulate/plan.cpp:5
 )

@@ -44,7 +44,6 @@ MemoryMachine::MemoryMachine(const CostGraph& graph, TensorState* shared)
       block_output_(shared ? shared->block_output : own_.block_output),
       param_grad_done_(shared ? shared->param_grad_done : own_.param_grad_done) {}
 
-
 int MemoryMachine::allocate(std::int64_t bytes, Category category, int refs, TensorId tensor) {
   int id;
   if (!free_slots_.empty()) {
@@ -233,41 +232,13 @@ void MemoryMachine::forward_op(OpId id, bool saving, std::int64_t block_rows, in
     const std::int64_t bytes = hoisted(id, pass) ? 0 : output_bytes(op, rule, t, block_rows);
     current(t) = rule.output_materialized ? allocate(bytes, kActivations, refs + 1, t) : -1;
   }
-  // A copy of an input made for this op alone counts while it runs: a
-  // batched scatter's (J24), a LayerNorm's layout copy that only the
-  // fusion writing its output reads (J40; the forward loop that stacks
-  // residuals keeps what its linearization names instead, J11), and
-  // DeepMind's per-variable loss's two float32 arrays in the targets'
-  // tiled layout, the residual frame and the prediction plus it (J42).
-  std::int64_t copy = 0;
-  if (rule.batched_copy_of_input >= 0 && g_.run().batch > 1 && !hoisted(id, pass)) {
-    const TensorId input = op.inputs[static_cast<std::size_t>(rule.batched_copy_of_input)];
-    if (current(input) >= 0) copy = buffer(current(input)).bytes;
-  }
   const NormCopy norm =
       saving && !(stacking_residuals_ && pass == Pass::forward) ? norm_copy(id, pass) : NormCopy::none;
-  if (norm == NormCopy::transient) copy += buffer(current(op.inputs[0])).bytes;
-  if (op.kind == OpKind::mse_loss && profile_.grid_loss_lays_out_prediction && op.inputs.size() > 1 &&
-      tensor(op.inputs[1]).tiled_planes)
-    copy += 2 * tensor(op.inputs[1]).bytes();
-  live_[kWorkspace] += copy;
+  const std::int64_t copies = transient_input_copies(id, pass, norm);
+  live_[kWorkspace] += copies;
   if (!quiet_) sample_op(pass, op, block);
-  live_[kWorkspace] -= copy;
-  if (saving) {
-    std::vector<int> saved;
-    if (stacking_residuals_ && pass == Pass::forward) {
-      stack_residuals(id);
-    } else {
-      for (std::size_t i = 0; i < op.inputs.size(); ++i)
-        if ((rule.saved_inputs & (1u << i)) && !linear_input_recomputed(id, op.inputs[i], pass))
-          save(op.inputs[i], saved);
-      if (norm == NormCopy::kept)
-        saved.push_back(allocate(buffer(current(op.inputs[0])).bytes, kActivations, 1, op.inputs[0]));
-      for (std::size_t i = 0; i < op.outputs.size(); ++i)
-        if (rule.saved_outputs & (1u << i)) save(op.outputs[i], saved);
-    }
-    saved_.push_back(std::move(saved));
-  }
+  live_[kWorkspace] -= copies;
+  if (saving) save_for_backward(id, pass, norm);
   // A fused op reads its inputs when its consumer runs (release_input()).
   if (rule.output_materialized)
     for (TensorId t : op.inputs) release_input(t);

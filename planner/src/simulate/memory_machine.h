@@ -12,6 +12,16 @@
 // rules (memory_profile.h). What a user of the engine adds, it adds through
 // the hooks: the simulator accounts time and records where the peak is;
 // the replay only needs the peak.
+//
+// One class, implemented in parts by kind of knowledge: memory_machine.cpp
+// (the rule-free core: buffers, contexts, forward execution),
+// memory_machine_backward.cpp (backward execution, gradients),
+// memory_machine_lowering.cpp (which buffers exist and their bytes),
+// memory_machine_retention.cpp (what an op keeps for its backward),
+// memory_machine_backward_order.cpp (backward ops out of reverse order),
+// memory_machine_scanned_rollout.cpp (what a scanned rollout's loops hold)
+// and memory_machine_edge_block_sample.cpp (XLA's order of an edge
+// update's blocked backward).
 
 #include <cstdint>
 #include <functional>
@@ -21,9 +31,14 @@
 #include "actmem/cost/cost_graph.h"
 #include "actmem/simulate/report.h"
 #include "cost/memory_profile.h"
+#include "simulate/edge_block_backward.h"
 #include "simulate/schedule.h"
 
 namespace actmem::detail {
+
+// An edge update's MLP, as XLA's order of its blocks' backward describes it
+// (memory_machine_edge_block_sample.cpp).
+struct EdgeMlp;
 
 enum Category { kActivations, kGradients, kWorkspace, kCategories };
 
@@ -77,6 +92,11 @@ struct TensorState {
 struct DeferredEffect {
   std::int64_t threshold = 0, peak = 0, delta = 0;
 };
+
+// Whether an item of a region runs before the rest of the region's
+// backward: the complete branch of its stage, or an ancestor of one
+// recomputed with it (J33); else late, in reverse order with the rest.
+enum class EarlyRole : char { late, early_ancestor, early_branch };
 
 class MemoryMachine {
  public:
@@ -185,10 +205,8 @@ class MemoryMachine {
 
   // ---- a region's complete branches, first (J33) ----
   // Per item of `items` (a top-level region's children, or one stage's
-  // items of them): kEarlyBranch or kEarlyAncestor where its stage's
-  // complete branch runs first, else kLate. `in_region(op)`: op runs in
-  // the region (the ops of `items` do).
-  enum EarlyRole : char { kLate, kEarlyAncestor, kEarlyBranch };
+  // items of them): its EarlyRole. `in_region(op)`: op runs in the region
+  // (the ops of `items` do).
   std::vector<EarlyRole> early_roles(const std::vector<Item>& items, const std::function<bool(OpId)>& in_region) const;
 
   // ---- the top level's complete branch, as the decoder's backward ends (J36) ----
@@ -338,6 +356,8 @@ class MemoryMachine {
   // dies as the LayerNorm ends, or one kept for its backward.
   enum class NormCopy { none, transient, kept };
   NormCopy norm_copy(OpId id, Pass pass) const;
+  std::int64_t transient_input_copies(OpId id, Pass pass, NormCopy norm) const;
+  void save_for_backward(OpId id, Pass pass, NormCopy norm);
   std::vector<int> hold_loop_body_step_inputs(const Item& step);
   void keep_inputs_offloaded(bool saving, const std::vector<TensorId>& inputs);
   void fetch_offloaded_inputs();
@@ -346,6 +366,7 @@ class MemoryMachine {
   void release_input(TensorId t);
   void release_holds(const Op& op);
   std::int64_t input_gradient(const Op& op, const OpMemoryRule& rule, TensorId t, std::int64_t block_rows);
+  std::int64_t fused_input_gradient(TensorId t, std::int64_t block_rows);
   void forward_blocks(const Item& item, bool saving, Pass pass);
   int skip_forward_blocks(const Item& item, std::int64_t block_rows, std::int64_t count, Pass pass);
   void backward_region(const Item& item, std::int64_t block_rows, int block);
@@ -353,6 +374,9 @@ class MemoryMachine {
   void backward_blocks(const Item& item);
   void backward_blocks_in_turn(const Item& item);
   bool sample_xla_blocked_backward(const Item& item);
+  EdgeBlockSizes edge_block_sizes(const EdgeMlp& mlp, const Item& item) const;
+  int edge_block_start_buffer(const EdgeMlp& mlp, EdgeBlockValue value) const;
+  void sample_edge_block_place(const EdgeMlp& mlp, const EdgeBlockPeak& place);
   bool held_past_blocks(TensorId t, const Item& item) const;
   void backward_op(OpId id, std::int64_t block_rows, int block);
   void backward_op(OpId id, std::vector<int> saved, std::int64_t block_rows, int block);

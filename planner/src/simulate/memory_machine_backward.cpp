@@ -275,44 +275,7 @@ std::int64_t MemoryMachine::input_gradient(const Op& op, const OpMemoryRule& rul
     // and sum alive together (PyTorch).
     return x.bytes() * (profile_.accumulate_out_of_place ? 2 : 1);
   }
-  // A fused input was never materialised. A fused concat's gradient is one
-  // buffer of its size, and its parts' gradients are slices of it, read
-  // where they are consumed; through any other fused producer the kernel
-  // hands gradients to the producer's inputs directly.
-  if (made_fused(t)) {
-    const Op& producer = g_.op(g_.producer(t));
-    const OpMemoryRule& producer_rule = profile_.rule(producer.kind);
-    // One whose gradient passes through (XLA's fused SiLU, J21) hands
-    // its inputs the gradient this kernel writes for t.
-    if (producer_rule.grads_alias_output && !producer_rule.grads_are_slices) {
-      const int through = allocate(gradient_bytes_of(t, block_rows), kGradients, 1, t);
-      for (TensorId u : producer.inputs) {
-        if (!tensor(u).requires_grad) continue;
-        retain(through);
-        contributions_.push_back({u, through, false});
-      }
-      release(through);
-      return 0;
-    }
-    if (!producer_rule.grads_are_slices) {
-      std::int64_t transient = 0;
-      for (TensorId u : producer.inputs) transient += input_gradient(producer, producer_rule, u, block_rows);
-      return transient;
-    }
-    const int whole = allocate(gradient_bytes_of(t, block_rows), kGradients, 1, t);
-    if (block_rows > 0 && profile_.block_input_gradients_held) {
-      retain(whole);
-      held_block_gradients_.push_back(whole);
-    }
-    for (TensorId u : producer.inputs) {
-      if (!tensor(u).requires_grad) continue;
-      retain(whole);
-      contributions_.push_back({u, whole, block_rows > 0 && !block_internal_[static_cast<std::size_t>(u)],
-                                gradient_bytes_of(u, block_rows)});
-    }
-    release(whole);
-    return 0;
-  }
+  if (made_fused(t)) return fused_input_gradient(t, block_rows);
   // A slice of the output's gradient is a view of it (PyTorch), or, where
   // slices are copies (XLA), a buffer of its own.
   const bool alias = rule.grads_alias_output && (!rule.grads_are_slices || profile_.slices_are_views);
@@ -327,6 +290,46 @@ std::int64_t MemoryMachine::input_gradient(const Op& op, const OpMemoryRule& rul
     c = allocate(sliced ? block_rows * x.cols * x.element_bytes : gradient_bytes_of(t, block_rows), kGradients, 1, t);
   }
   contributions_.push_back({t, c, sliced});
+  return 0;
+}
+
+// A fused input was never materialised. A fused concat's gradient is one
+// buffer of its size, and its parts' gradients are slices of it, read
+// where they are consumed; through any other fused producer the kernel
+// hands gradients to the producer's inputs directly.
+// Returns the bytes alive only inside the op, as input_gradient().
+std::int64_t MemoryMachine::fused_input_gradient(TensorId t, std::int64_t block_rows) {
+  const Op& producer = g_.op(g_.producer(t));
+  const OpMemoryRule& producer_rule = profile_.rule(producer.kind);
+  // One whose gradient passes through (XLA's fused SiLU, J21) hands
+  // its inputs the gradient this kernel writes for t.
+  if (producer_rule.grads_alias_output && !producer_rule.grads_are_slices) {
+    const int through = allocate(gradient_bytes_of(t, block_rows), kGradients, 1, t);
+    for (TensorId u : producer.inputs) {
+      if (!tensor(u).requires_grad) continue;
+      retain(through);
+      contributions_.push_back({u, through, false});
+    }
+    release(through);
+    return 0;
+  }
+  if (!producer_rule.grads_are_slices) {
+    std::int64_t transient = 0;
+    for (TensorId u : producer.inputs) transient += input_gradient(producer, producer_rule, u, block_rows);
+    return transient;
+  }
+  const int whole = allocate(gradient_bytes_of(t, block_rows), kGradients, 1, t);
+  if (block_rows > 0 && profile_.block_input_gradients_held) {
+    retain(whole);
+    held_block_gradients_.push_back(whole);
+  }
+  for (TensorId u : producer.inputs) {
+    if (!tensor(u).requires_grad) continue;
+    retain(whole);
+    contributions_.push_back(
+        {u, whole, block_rows > 0 && !block_internal_[static_cast<std::size_t>(u)], gradient_bytes_of(u, block_rows)});
+  }
+  release(whole);
   return 0;
 }
 

@@ -28,7 +28,7 @@ MemoryMachine::TopLevelBranch MemoryMachine::take_top_level_branch(const std::ve
   for (std::size_t i = 0; i < items.size(); ++i) {
     if (items[i].kind != Item::Kind::op) continue;
     ++plain;
-    branch.in_branch[i] = roles[i] == kEarlyBranch && before_decoder(items[i].op) ? 1 : 0;
+    branch.in_branch[i] = roles[i] == EarlyRole::early_branch && before_decoder(items[i].op) ? 1 : 0;
     any = any || branch.in_branch[i];
   }
   if (!any) return {};
@@ -133,7 +133,7 @@ void MemoryMachine::recompute_and_backward(const Item& region, std::int64_t bloc
       early_roles(children, [&](OpId id) { return std::binary_search(ops.begin(), ops.end(), id); });
   std::vector<int> early_stages;
   for (std::size_t i = 0; i < children.size(); ++i)
-    if (roles[i] == kEarlyBranch) {
+    if (roles[i] == EarlyRole::early_branch) {
       const int stage = g_.op(children[i].op).stage;
       if (std::find(early_stages.begin(), early_stages.end(), stage) == early_stages.end())
         early_stages.push_back(stage);
@@ -159,19 +159,69 @@ void MemoryMachine::recompute_and_backward(const Item& region, std::int64_t bloc
   for (int stage : early_stages) {
     std::vector<Item> recomputed, differentiated;
     for (std::size_t i = 0; i < children.size(); ++i) {
-      if (roles[i] == kLate || g_.op(children[i].op).stage != stage) continue;
+      if (roles[i] == EarlyRole::late || g_.op(children[i].op).stage != stage) continue;
       recomputed.push_back(children[i]);
-      if (roles[i] == kEarlyBranch) differentiated.push_back(children[i]);
+      if (roles[i] == EarlyRole::early_branch) differentiated.push_back(children[i]);
     }
     run(recomputed, differentiated);
   }
   std::vector<Item> recomputed, differentiated;
   for (std::size_t i = 0; i < children.size(); ++i) {
-    if (roles[i] == kLate) recomputed.push_back(children[i]);
-    if (roles[i] != kEarlyBranch) differentiated.push_back(children[i]);
+    if (roles[i] == EarlyRole::late) recomputed.push_back(children[i]);
+    if (roles[i] != EarlyRole::early_branch) differentiated.push_back(children[i]);
   }
   run(recomputed, differentiated);
 }
+
+namespace {
+
+// A region's plain children by op: the index of the child that is op, or -1.
+class PlainChildren {
+ public:
+  explicit PlainChildren(const std::vector<Item>& children) {
+    for (std::size_t i = 0; i < children.size(); ++i)
+      if (children[i].kind == Item::Kind::op) plain_.emplace_back(children[i].op, i);
+    std::sort(plain_.begin(), plain_.end());
+  }
+  std::ptrdiff_t operator()(OpId id) const {
+    const auto it = std::lower_bound(plain_.begin(), plain_.end(), std::make_pair(id, std::size_t{0}));
+    return it != plain_.end() && it->first == id ? static_cast<std::ptrdiff_t>(it->second) : -1;
+  }
+
+ private:
+  std::vector<std::pair<OpId, std::size_t>> plain_;
+};
+
+// Marks `stage`'s branch's ancestors in `roles` (EarlyRole::early_ancestor): the
+// producers of what its ops read or let go. False where one is not a plain
+// op of the stage in the region, or another stage of the region reads
+// what one makes.
+bool mark_branch_ancestors(const CostGraph& g, const std::vector<Item>& children,
+                           const std::function<bool(OpId)>& in_region, const PlainChildren& child_of, int stage,
+                           std::vector<EarlyRole>& roles) {
+  for (std::size_t i = children.size(); i-- > 0;) {
+    if (roles[i] == EarlyRole::late || g.op(children[i].op).stage != stage) continue;
+    const Op& op = g.op(children[i].op);
+    std::vector<TensorId> reads = op.inputs;  // and the holds it lets go (made in its stage)
+    reads.insert(reads.end(), op.releases_held.begin(), op.releases_held.end());
+    for (TensorId t : reads) {
+      const OpId p = g.producer(t);
+      if (p < 0) continue;
+      const std::ptrdiff_t k = in_region(p) ? child_of(p) : -1;
+      if (k < 0 || g.op(p).stage != stage) return false;
+      if (roles[static_cast<std::size_t>(k)] != EarlyRole::late) continue;
+      roles[static_cast<std::size_t>(k)] = EarlyRole::early_ancestor;
+      // What another stage of the region reads of it must wait for that
+      // stage's backward: not a branch that runs first.
+      for (TensorId u : g.op(p).outputs)
+        for (OpId c : g.consumers(u))
+          if (in_region(c) && g.op(c).stage != stage) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
 
 // A stage's complete branch in a region: its plain ops whose outputs only
 // ops after the region or other such ops of the stage read (their
@@ -181,18 +231,11 @@ void MemoryMachine::recompute_and_backward(const Item& region, std::int64_t bloc
 // region that no other stage of the region reads (recomputing and
 // differentiating it then need nothing of another stage, and give it
 // nothing).
-std::vector<MemoryMachine::EarlyRole> MemoryMachine::early_roles(const std::vector<Item>& children,
-                                                                 const std::function<bool(OpId)>& in_region) const {
-  std::vector<EarlyRole> roles(children.size(), kLate);
-  // Plain children by op, and the branch, found from the last child back.
-  std::vector<std::pair<OpId, std::size_t>> plain;
-  for (std::size_t i = 0; i < children.size(); ++i)
-    if (children[i].kind == Item::Kind::op) plain.emplace_back(children[i].op, i);
-  std::sort(plain.begin(), plain.end());
-  const auto child_of = [&](OpId id) -> std::ptrdiff_t {
-    const auto it = std::lower_bound(plain.begin(), plain.end(), std::make_pair(id, std::size_t{0}));
-    return it != plain.end() && it->first == id ? static_cast<std::ptrdiff_t>(it->second) : -1;
-  };
+std::vector<EarlyRole> MemoryMachine::early_roles(const std::vector<Item>& children,
+                                                  const std::function<bool(OpId)>& in_region) const {
+  std::vector<EarlyRole> roles(children.size(), EarlyRole::late);
+  const PlainChildren child_of(children);
+  // The branches, found from the last child back.
   for (std::size_t i = children.size(); i-- > 0;) {
     if (children[i].kind != Item::Kind::op) continue;
     bool read = false, complete = true;
@@ -201,44 +244,23 @@ std::vector<MemoryMachine::EarlyRole> MemoryMachine::early_roles(const std::vect
         read = true;
         if (!in_region(c)) continue;
         const std::ptrdiff_t k = child_of(c);
-        complete = complete && k >= 0 && roles[static_cast<std::size_t>(k)] == kEarlyBranch &&
+        complete = complete && k >= 0 && roles[static_cast<std::size_t>(k)] == EarlyRole::early_branch &&
                    g_.op(c).stage == g_.op(children[i].op).stage;
       }
-    if (read && complete) roles[i] = kEarlyBranch;
+    if (read && complete) roles[i] = EarlyRole::early_branch;
   }
   // Each stage's branch with its ancestors, or none of it.
   std::vector<int> stages;
   for (std::size_t i = 0; i < children.size(); ++i)
-    if (roles[i] == kEarlyBranch) stages.push_back(g_.op(children[i].op).stage);
+    if (roles[i] == EarlyRole::early_branch) stages.push_back(g_.op(children[i].op).stage);
   std::sort(stages.begin(), stages.end());
   stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
   for (int stage : stages) {
     std::vector<EarlyRole> with = roles;
-    bool valid = true;
-    for (std::size_t i = children.size(); i-- > 0 && valid;) {
-      if (with[i] == kLate || g_.op(children[i].op).stage != stage) continue;
-      const Op& op = g_.op(children[i].op);
-      std::vector<TensorId> reads = op.inputs;  // and the holds it lets go (made in its stage)
-      reads.insert(reads.end(), op.releases_held.begin(), op.releases_held.end());
-      for (TensorId t : reads) {
-        const OpId p = g_.producer(t);
-        if (p < 0) continue;
-        const std::ptrdiff_t k = in_region(p) ? child_of(p) : -1;
-        if (k < 0 || g_.op(p).stage != stage) {
-          valid = false;
-          break;
-        }
-        if (with[static_cast<std::size_t>(k)] != kLate) continue;
-        with[static_cast<std::size_t>(k)] = kEarlyAncestor;
-        // What another stage of the region reads of it must wait for
-        // that stage's backward: not a branch that runs first.
-        for (TensorId u : g_.op(p).outputs)
-          for (OpId c : g_.consumers(u)) valid = valid && (!in_region(c) || g_.op(c).stage == stage);
-      }
-    }
+    const bool valid = mark_branch_ancestors(g_, children, in_region, child_of, stage, with);
     for (std::size_t i = 0; i < children.size(); ++i) {
       if (children[i].kind != Item::Kind::op || g_.op(children[i].op).stage != stage) continue;
-      roles[i] = valid ? with[i] : kLate;
+      roles[i] = valid ? with[i] : EarlyRole::late;
     }
   }
   return roles;

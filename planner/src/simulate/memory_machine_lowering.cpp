@@ -135,6 +135,27 @@ bool MemoryMachine::norm_copy_dropped(OpId op) const {
 // LayerNorms and residual adds after it.
 bool MemoryMachine::read_by_edge_update(OpId op) const { return !edge_update_stages_reached(g_, op).empty(); }
 
+// The copies of its inputs op makes for itself alone, alive while it runs:
+// a batched scatter's (J24), a LayerNorm's layout copy that only the
+// fusion writing its output reads (`norm` transient, J40; the forward loop
+// that stacks residuals keeps what its linearization names instead, J11),
+// and DeepMind's per-variable loss's two float32 arrays in the targets'
+// tiled layout, the residual frame and the prediction plus it (J42).
+std::int64_t MemoryMachine::transient_input_copies(OpId id, Pass pass, NormCopy norm) const {
+  const Op& op = g_.op(id);
+  const OpMemoryRule& rule = profile_.rule(op.kind);
+  std::int64_t copies = 0;
+  if (rule.batched_copy_of_input >= 0 && g_.run().batch > 1 && !hoisted(id, pass)) {
+    const TensorId input = op.inputs[static_cast<std::size_t>(rule.batched_copy_of_input)];
+    if (current(input) >= 0) copies = buffer(current(input)).bytes;
+  }
+  if (norm == NormCopy::transient) copies += buffer(current(op.inputs[0])).bytes;
+  if (op.kind == OpKind::mse_loss && profile_.grid_loss_lays_out_prediction && op.inputs.size() > 1 &&
+      tensor(op.inputs[1]).tiled_planes)
+    copies += 2 * tensor(op.inputs[1]).bytes();
+  return copies;
+}
+
 // True when t's producer is fused into its consumer (no buffer of its own).
 bool MemoryMachine::made_fused(TensorId t) const {
   const OpId p = g_.producer(t);

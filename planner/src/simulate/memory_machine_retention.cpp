@@ -6,6 +6,8 @@
 #include "simulate/memory_machine.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <utility>
 
 namespace actmem::detail {
 
@@ -29,6 +31,28 @@ MemoryMachine::LastReaders MemoryMachine::last_readers(const std::vector<Item>& 
     readers.remaining.push_back(reading);
   }
   return readers;
+}
+
+// What op `id` keeps for its backward, one entry of saved_: its rule's
+// saved inputs (less those its weight gradient recomputes) and outputs,
+// and its LayerNorm's layout copy where `norm` is kept; in the forward
+// loop that stacks residuals, its linearization's residuals instead (J11).
+void MemoryMachine::save_for_backward(OpId id, Pass pass, NormCopy norm) {
+  std::vector<int> saved;
+  if (stacking_residuals_ && pass == Pass::forward) {
+    stack_residuals(id);
+  } else {
+    const Op& op = g_.op(id);
+    const OpMemoryRule& rule = profile_.rule(op.kind);
+    for (std::size_t i = 0; i < op.inputs.size(); ++i)
+      if ((rule.saved_inputs & (1u << i)) && !linear_input_recomputed(id, op.inputs[i], pass))
+        save(op.inputs[i], saved);
+    if (norm == NormCopy::kept)
+      saved.push_back(allocate(buffer(current(op.inputs[0])).bytes, kActivations, 1, op.inputs[0]));
+    for (std::size_t i = 0; i < op.outputs.size(); ++i)
+      if (rule.saved_outputs & (1u << i)) save(op.outputs[i], saved);
+  }
+  saved_.push_back(std::move(saved));
 }
 
 // Keeps t for the backward pass; a fused t is recomputed there from its

@@ -19,7 +19,6 @@ ReplayGraph::ReplayGraph(const CostGraph& g, bool in_loop_body)
   const std::size_t n = g.tensors().size();
   producer_key.assign(n, -1);
   last_use_key.assign(n, -1);
-  has_grad.assign(n, 0);
   // op_key never decreases along ops() (stages in chain order,
   // CostGraphBuilder checks it), so the last use's key is the largest.
   for (std::size_t t = 0; t < n; ++t) {
@@ -27,29 +26,45 @@ ReplayGraph::ReplayGraph(const CostGraph& g, bool in_loop_body)
     if (life.producer >= 0) producer_key[t] = op_key[static_cast<std::size_t>(life.producer)];
     if (life.last_use >= 0) last_use_key[t] = op_key[static_cast<std::size_t>(life.last_use)];
   }
-  // Which tensors receive a gradient: backward runs an op when one of its
-  // outputs has one (the losses are seeded), and it gives one to every input
-  // that requires it.
+  find_gradients();
+  find_local_keys();
+  find_incoming();
+  find_first_readers();
+  find_aligned_norms();
+}
+
+// Which tensors receive a gradient: backward runs an op when one of its
+// outputs has one (the losses are seeded), and it gives one to every input
+// that requires it.
+void ReplayGraph::find_gradients() {
+  const auto ops = graph.ops();
+  has_grad.assign(graph.tensors().size(), 0);
   for (std::size_t i = ops.size(); i-- > 0;) {
     const Op& op = ops[i];
     bool any = op.kind == OpKind::mse_loss;
     for (TensorId t : op.outputs) any = any || has_grad[static_cast<std::size_t>(t)];
     if (!any) continue;
     for (TensorId t : op.inputs)
-      if (g.tensor(t).requires_grad && g.tensor(t).role == TensorRole::activation)
+      if (graph.tensor(t).requires_grad && graph.tensor(t).role == TensorRole::activation)
         has_grad[static_cast<std::size_t>(t)] = 1;
   }
-  local_key.assign(n, -1);
-  {
-    std::vector<int> first_of_step;
-    for (std::size_t i = 0; i < ops.size(); ++i)
-      if (first_of_step.size() <= static_cast<std::size_t>(ops[i].step)) first_of_step.push_back(static_cast<int>(i));
-    for (std::size_t i = 0; i < ops.size(); ++i)
-      for (std::size_t k = 0; k < ops[i].outputs.size(); ++k)
-        local_key[static_cast<std::size_t>(ops[i].outputs[k])] =
-            (static_cast<int>(i) - first_of_step[static_cast<std::size_t>(ops[i].step)]) * 8 + static_cast<int>(k);
-  }
-  const int steps = static_cast<int>(g.run().rollout);
+}
+
+void ReplayGraph::find_local_keys() {
+  const auto ops = graph.ops();
+  local_key.assign(graph.tensors().size(), -1);
+  std::vector<int> first_of_step;
+  for (std::size_t i = 0; i < ops.size(); ++i)
+    if (first_of_step.size() <= static_cast<std::size_t>(ops[i].step)) first_of_step.push_back(static_cast<int>(i));
+  for (std::size_t i = 0; i < ops.size(); ++i)
+    for (std::size_t k = 0; k < ops[i].outputs.size(); ++k)
+      local_key[static_cast<std::size_t>(ops[i].outputs[k])] =
+          (static_cast<int>(i) - first_of_step[static_cast<std::size_t>(ops[i].step)]) * 8 + static_cast<int>(k);
+}
+
+void ReplayGraph::find_incoming() {
+  const auto ops = graph.ops();
+  const int steps = static_cast<int>(graph.run().rollout);
   incoming.assign(static_cast<std::size_t>(steps),
                   std::vector<std::vector<TensorId>>(static_cast<std::size_t>(stage_count + 1)));
   for (std::size_t i = 0; i < ops.size(); ++i) {
@@ -62,12 +77,10 @@ ReplayGraph::ReplayGraph(const CostGraph& g, bool in_loop_body)
     };
     for (TensorId t : op.outputs) add(t);
     for (TensorId t : op.inputs)
-      if (g.tensor(t).role == TensorRole::activation && producer_key[static_cast<std::size_t>(t)] != self) add(t);
+      if (graph.tensor(t).role == TensorRole::activation && producer_key[static_cast<std::size_t>(t)] != self) add(t);
   }
   for (auto& step : incoming)
     for (auto& list : step) std::sort(list.begin(), list.end());
-  find_first_readers();
-  find_aligned_norms();
 }
 
 void ReplayGraph::find_aligned_norms() {
@@ -275,13 +288,13 @@ class Replay : MemoryMachine {
       const int k = rg_.op_key[static_cast<std::size_t>(id)];
       return k >= keys.lo && k <= keys.hi;
     });
-    if (std::find(roles.begin(), roles.end(), kEarlyBranch) == roles.end()) return false;
+    if (std::find(roles.begin(), roles.end(), EarlyRole::early_branch) == roles.end()) return false;
     allocate_incoming(keys, /*read_after_region=*/true);
     allocated_read_after_region_ = true;
     std::vector<Item> early_recomputed, early_differentiated;
     for (std::size_t i = 0; i < items.size(); ++i) {
-      (roles[i] == kLate ? recomputed : early_recomputed).push_back(items[i]);
-      (roles[i] == kEarlyBranch ? early_differentiated : differentiated).push_back(items[i]);
+      (roles[i] == EarlyRole::late ? recomputed : early_recomputed).push_back(items[i]);
+      (roles[i] == EarlyRole::early_branch ? early_differentiated : differentiated).push_back(items[i]);
     }
     const std::int64_t start = live();
     peak_ = start;

@@ -166,6 +166,9 @@ struct ReplayGraph {
   int key(int step, int stage) const { return step * (stage_count + 1) + stage; }
 
  private:
+  void find_gradients();
+  void find_local_keys();
+  void find_incoming();
   void find_first_readers();
   void find_aligned_norms();
 };
