@@ -22,13 +22,20 @@ ROLE_READS=(
 
 files=$(find planner/src/cost planner/src/simulate planner/src/solve -type f \( -name '*.cpp' -o -name '*.h' \) | sort)
 broken=0
-# Code only: a line's comment (from //) is left out.
-code() { sed -E 's@//.*$@@' "$1"; }
+# Code only: a line's comment (from //) and its string literals are left out.
+code() { sed -E 's@"([^"\\]|\\.)*"@""@g; s@//.*$@@' "$1"; }
+# Names of GraphCast's parts, in identifiers: the rules are named for what
+# they do (a stage role's enumerator is counted as a read above instead).
+PARTS='grid|mesh|encoder|decoder|processor|graphcast'
 for file in $files; do
   while IFS= read -r line; do
     echo "anatomy: $file reads the model's counts or geometry: $line" >&2
     broken=1
   done < <(code "$file" | grep -nE "(\.|->)($FIELDS)\b|lat_lon_shape\(" || true)
+  while IFS= read -r line; do
+    echo "anatomy: $file names a part of GraphCast in code (name it for what it does, or tag it in the builder): $line" >&2
+    broken=1
+  done < <(code "$file" | sed -E 's@StageRole::[a-z_]+@@g' | grep -niE "[a-z_0-9]*($PARTS)[a-z_0-9]*" || true)
   reads=$( (code "$file" | grep -oE 'StageRole::[a-z_]+' || true) | wc -l)
   allowed=0
   for entry in "${ROLE_READS[@]}"; do
@@ -40,4 +47,4 @@ for file in $files; do
   fi
 done
 ((broken == 0)) || exit 1
-echo "anatomy: $(wc -w <<<"$files") engine files read no model counts or geometry; stage roles only where listed"
+echo "anatomy: $(wc -w <<<"$files") engine files read no model counts or geometry and name no part of GraphCast; stage roles only where listed"

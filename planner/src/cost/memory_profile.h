@@ -120,7 +120,7 @@ struct MemoryProfile {
   // the loss reads the last input frame's predicted channels and the
   // prediction plus that residual as two float32 arrays in the targets'
   // tiled layout, live while it runs (J42).
-  bool grid_loss_lays_out_prediction = false;
+  bool loss_lays_out_prediction = false;
   // Forward pass: an MLP whose output an edge update reads (through its
   // LayerNorm and residual add) does not keep its SiLU's output either;
   // XLA recomputes it from h, as under float32 (J27).
@@ -159,7 +159,7 @@ struct MemoryProfile {
   bool offloaded_loop_moves_first_carry_to_host = false;
   // A LayerNorm over the mesh edges, where their count is a multiple of 8,
   // keeps a copy of its input in another layout besides the input (J31).
-  bool aligned_mesh_edge_norms_copy_input = false;
+  bool aligned_edge_norms_copy_input = false;
   // With it: in a region's recomputation (a step-checkpointed loop
   // body's too, J38; not the backward loop of a rollout without step
   // checkpoints), the copy of the input of a LayerNorm whose output no edge
@@ -176,7 +176,7 @@ struct MemoryProfile {
   // region's recomputation writes more than the gradient into its hidden
   // layer, or the backward pass ends (XLA's list scheduler, J32; batch 1:
   // at batch 2 XLA runs it at once).
-  bool decoder_edge_embedding_backward_deferred = false;
+  bool constant_embedding_backward_deferred = false;
   // A top-level checkpoint's backward outside a scanned loop: a stage's
   // ops whose outputs only what runs after the region reads (a branch
   // whose gradient is complete when the region's backward starts, and
@@ -196,7 +196,7 @@ struct MemoryProfile {
   // checkpoint and held from the forward pass to the encoder's backward;
   // counted as held through the step, except in a scanned rollout, whose
   // loop body holds its own step's (J19, J14).
-  bool grid_input_held_through_step = false;
+  bool step_input_held_through_step = false;
   // A rollout whose steps are each under a checkpoint runs as a scanned
   // loop (JAX's lax.scan under XLA): the solver searches those plans with
   // the loop body's chain model (solve/solver_model.h, docs/solver.md).

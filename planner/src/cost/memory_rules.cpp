@@ -88,7 +88,7 @@ const std::array kRules = std::to_array<MemoryRule>({
      [](MemoryProfile& p) { p.edge_update_inputs_recompute_silu = true; }},
     {{"xla.layer_norm.aligned_edges_copy_input", jax, kOneSample,
       "At batch 1 a LayerNorm over a multiple of 8 mesh edges keeps a copy of its input in another layout.", "J31"},
-     [](MemoryProfile& p) { p.aligned_mesh_edge_norms_copy_input = true; }},
+     [](MemoryProfile& p) { p.aligned_edge_norms_copy_input = true; }},
     {{"xla.layer_norm.unread_copy_dies_at_norm", jax, kAlways,
       "In a recomputation, the layout copy of a LayerNorm whose output no edge update reads dies as the LayerNorm "
       "ends, as in the forward pass.",
@@ -101,19 +101,19 @@ const std::array kRules = std::to_array<MemoryRule>({
       "On a latitude-longitude grid the per-variable loss holds the prediction and the last input frame's "
       "channels as two float32 arrays in the targets' tiles while it runs.",
       "J42"},
-     [](MemoryProfile& p) { p.grid_loss_lays_out_prediction = true; }},
+     [](MemoryProfile& p) { p.loss_lays_out_prediction = true; }},
     {{"xla.step.grid_input_held", jax, kBfloat16,
       "The step's grid input (frames, forcings and static channels concatenated in the activation dtype) is made "
       "outside every checkpoint and held to the encoder's backward.",
       "J19"},
-     [](MemoryProfile& p) { p.grid_input_held_through_step = true; }},
+     [](MemoryProfile& p) { p.step_input_held_through_step = true; }},
 
     // XLA's order of a step's backward pass.
     {{"xla.schedule.constant_embedding_backward_deferred", jax, kOneSample,
       "At batch 1 the backward of an edge embedding of constant features outside every checkpoint waits, holding "
       "what it reads, until a recomputation or the end of the backward pass.",
       "J32"},
-     [](MemoryProfile& p) { p.decoder_edge_embedding_backward_deferred = true; }},
+     [](MemoryProfile& p) { p.constant_embedding_backward_deferred = true; }},
     {{"xla.schedule.complete_branch_backward_first", jax, kAlways,
       "In a top-level checkpoint's backward, a branch whose gradient is complete is recomputed and differentiated "
       "before the rest of the region.",

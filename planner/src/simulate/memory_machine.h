@@ -44,7 +44,7 @@ enum Category { kActivations, kGradients, kWorkspace, kCategories };
 
 // Whether `op` is a LayerNorm over the mesh edges, their count a multiple
 // of 8, that keeps a layout copy of its input under `profile` (J31).
-bool aligned_mesh_edge_norm(const CostGraph& graph, const MemoryProfile& profile, OpId op);
+bool aligned_edge_norm(const CostGraph& graph, const MemoryProfile& profile, OpId op);
 // The stages of the edge updates that what `op` makes reaches through the
 // LayerNorms and residual adds after it (its own edge update's LayerNorm is
 // walked through, not counted; the walk stops at an edge update): sorted,

@@ -46,7 +46,7 @@ void MemoryMachine::backward(const std::vector<Item>& items, std::int64_t block_
   const bool top_level = stacking_residuals_ && region_depth_ == 0 && block_rows == 0;
   // Outside every checkpoint and every scanned loop, the decoder's edge
   // embedding's backward waits (J32).
-  const bool deferring = profile_.decoder_edge_embedding_backward_deferred && region_depth_ == 0 && block_rows == 0 &&
+  const bool deferring = profile_.constant_embedding_backward_deferred && region_depth_ == 0 && block_rows == 0 &&
                          !stacking_residuals_ && !in_loop_body_;
   TopLevelBranch branch;
   if (profile_.complete_branch_backward_first && region_depth_ == 0 && block_rows == 0 && !stacking_residuals_ &&

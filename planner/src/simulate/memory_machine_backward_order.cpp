@@ -14,12 +14,12 @@
 namespace actmem::detail {
 
 MemoryMachine::TopLevelBranch MemoryMachine::take_top_level_branch(const std::vector<Item>& items) {
-  int decoder = -1;
+  int output_stage = -1;
   for (std::size_t s = 0; s < g_.chain().size(); ++s)
-    if (g_.chain()[s].role == StageRole::decoder) decoder = static_cast<int>(s);
-  if (decoder < 0) return {};
-  const auto before_decoder = [&](OpId id) { return g_.op(id).stage < decoder; };
-  const std::vector<EarlyRole> roles = early_roles(items, before_decoder);
+    if (g_.chain()[s].role == StageRole::decoder) output_stage = static_cast<int>(s);
+  if (output_stage < 0) return {};
+  const auto before_output_stage = [&](OpId id) { return g_.op(id).stage < output_stage; };
+  const std::vector<EarlyRole> roles = early_roles(items, before_output_stage);
   TopLevelBranch branch;
   branch.in_branch.assign(items.size(), 0);
   branch.before = items.size();
@@ -28,13 +28,13 @@ MemoryMachine::TopLevelBranch MemoryMachine::take_top_level_branch(const std::ve
   for (std::size_t i = 0; i < items.size(); ++i) {
     if (items[i].kind != Item::Kind::op) continue;
     ++plain;
-    branch.in_branch[i] = roles[i] == EarlyRole::early_branch && before_decoder(items[i].op) ? 1 : 0;
+    branch.in_branch[i] = roles[i] == EarlyRole::early_branch && before_output_stage(items[i].op) ? 1 : 0;
     any = any || branch.in_branch[i];
   }
   if (!any) return {};
   for (std::size_t i = 0; i < items.size() && branch.before == items.size(); ++i)
     for (OpId id : ops_of(items[i]))
-      if (!before_decoder(id)) branch.before = i;
+      if (!before_output_stage(id)) branch.before = i;
   if (plain > saved_.size()) throw std::logic_error("MemoryMachine: a plain op's saved tensors are missing");
   std::size_t j = saved_.size();
   for (std::size_t i = items.size(); i-- > 0;) {

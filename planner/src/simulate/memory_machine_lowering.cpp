@@ -53,9 +53,9 @@ std::int64_t scanned_target_bytes(const CostGraph& graph, TensorId target) {
   return t.tiled_planes ? t.bytes() : tpu_tiled_bytes(t.rows / batch, t.cols, batch, t.element_bytes);
 }
 
-bool aligned_mesh_edge_norm(const CostGraph& graph, const MemoryProfile& profile, OpId op) {
+bool aligned_edge_norm(const CostGraph& graph, const MemoryProfile& profile, OpId op) {
   const Op& o = graph.op(op);
-  if (!profile.aligned_mesh_edge_norms_copy_input || o.kind != OpKind::layer_norm) return false;
+  if (!profile.aligned_edge_norms_copy_input || o.kind != OpKind::layer_norm) return false;
   const std::int64_t rows = graph.tensor(o.inputs[0]).rows;
   return graph.rows_tagged(rows, RowTag::layout_copied_edges) && rows % 8 == 0;
 }
@@ -88,11 +88,11 @@ std::vector<int> later_edge_update_stages_reached(const CostGraph& graph, OpId o
 }
 
 std::vector<int> blocked_edge_readers(const CostGraph& graph, const MemoryProfile& profile) {
-  if (!profile.blocked_edge_updates_drop_norm_copies || !profile.aligned_mesh_edge_norms_copy_input) return {};
+  if (!profile.blocked_edge_updates_drop_norm_copies || !profile.aligned_edge_norms_copy_input) return {};
   std::vector<std::vector<int>> reaches;
   std::vector<int> readers;
   for (std::size_t i = 0; i < graph.ops().size(); ++i) {
-    if (!aligned_mesh_edge_norm(graph, profile, static_cast<OpId>(i))) continue;
+    if (!aligned_edge_norm(graph, profile, static_cast<OpId>(i))) continue;
     reaches.push_back(later_edge_update_stages_reached(graph, static_cast<OpId>(i)));
     readers.insert(readers.end(), reaches.back().begin(), reaches.back().end());
   }
@@ -114,7 +114,7 @@ std::vector<int> blocked_edge_readers(const CostGraph& graph, const MemoryProfil
 // recomputation (J34), a step-checkpointed loop body's included (J38). A
 // rollout's backward loop without step checkpoints keeps it (J31).
 MemoryMachine::NormCopy MemoryMachine::norm_copy(OpId id, Pass pass) const {
-  if (!aligned_mesh_edge_norm(g_, profile_, id)) return NormCopy::none;
+  if (!aligned_edge_norm(g_, profile_, id)) return NormCopy::none;
   const Op& op = g_.op(id);
   if (current_[static_cast<std::size_t>(op.inputs[0])] < 0 || norm_copy_dropped(id)) return NormCopy::none;
   if (read_by_edge_update(id)) return NormCopy::kept;
@@ -150,7 +150,7 @@ std::int64_t MemoryMachine::transient_input_copies(OpId id, Pass pass, NormCopy 
     if (current(input) >= 0) copies = buffer(current(input)).bytes;
   }
   if (norm == NormCopy::transient) copies += buffer(current(op.inputs[0])).bytes;
-  if (op.kind == OpKind::mse_loss && profile_.grid_loss_lays_out_prediction && op.inputs.size() > 1 &&
+  if (op.kind == OpKind::mse_loss && profile_.loss_lays_out_prediction && op.inputs.size() > 1 &&
       tensor(op.inputs[1]).tiled_planes)
     copies += 2 * tensor(op.inputs[1]).bytes();
   return copies;

@@ -127,7 +127,7 @@ void MemoryMachine::stack_residuals(OpId id) {
     const TensorId t = op.inputs[i];
     if (!(r.inputs & (1u << i)) || tensor(t).role != TensorRole::activation) continue;
     if (tensor_stacked_[static_cast<std::size_t>(t)]) continue;
-    if (profile_.grid_input_held_through_step && assembles_grid_input(g_, g_.op(g_.producer(t)))) continue;
+    if (profile_.step_input_held_through_step && assembles_step_input(g_, g_.op(g_.producer(t)))) continue;
     tensor_stacked_[static_cast<std::size_t>(t)] = 1;
     // J53: a linear's input, which only its matmuls read, in the dtype they
     // read it in.

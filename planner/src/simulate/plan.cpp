@@ -169,18 +169,18 @@ Plan builtin_plan(std::string_view name, std::span<const Stage> chain) {
     for (int s = 0; s < n; ++s) p.checkpoints.push_back({s, s, {}});
     return p;
   }
-  auto processor_groups = [&](std::int64_t k) {
+  auto group_stages = [&](std::int64_t k) {
     const auto [first, last] = role_range(chain, StageRole::processor);
     for (int s = first; s <= last; s += static_cast<int>(k))
       p.checkpoints.push_back({s, std::min(last, s + static_cast<int>(k) - 1), {}});
   };
   if (name.starts_with("every:")) {
-    processor_groups(parse_suffix(name, "every:", kMaxProcessorSteps));
+    group_stages(parse_suffix(name, "every:", kMaxStagesPerGroup));
     return p;
   }
   if (name == "deepmind" || name.starts_with("deepmind:")) {
     const std::int64_t blocks = name == "deepmind" ? 8 : parse_suffix(name, "deepmind:", kMaxEdgeBlocks);
-    processor_groups(3);
+    group_stages(3);
     for (int s = 0; s < n; ++s) {
       const Stage& stage = chain[static_cast<std::size_t>(s)];
       if (stage.role != StageRole::encoder && stage.role != StageRole::decoder) continue;

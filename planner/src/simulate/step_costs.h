@@ -15,21 +15,21 @@ namespace actmem::detail {
 
 // Whether `op` assembles a step's grid input before the network: a
 // concatenation of a model input with other parts.
-inline bool assembles_grid_input(const CostGraph& graph, const Op& op) {
+inline bool assembles_step_input(const CostGraph& graph, const Op& op) {
   return op.kind == OpKind::concat && std::any_of(op.inputs.begin(), op.inputs.end(), [&](TensorId t) {
            return graph.tensor(t).role == TensorRole::input;
          });
 }
 
 // Bytes of the grid inputs the framework assembles before the network and
-// holds through the step (MemoryProfile::grid_input_held_through_step),
+// holds through the step (MemoryProfile::step_input_held_through_step),
 // in the activation dtype. None in a scanned rollout, whose loop body
 // holds its own step's instead (J14).
-inline std::int64_t held_grid_input_bytes(const CostGraph& graph, const MemoryProfile& profile, bool scanned) {
-  if (!profile.grid_input_held_through_step || scanned) return 0;
+inline std::int64_t held_step_input_bytes(const CostGraph& graph, const MemoryProfile& profile, bool scanned) {
+  if (!profile.step_input_held_through_step || scanned) return 0;
   std::int64_t bytes = 0;
   for (const Op& op : graph.ops())
-    if (assembles_grid_input(graph, op)) bytes += graph.tensor(op.outputs.front()).bytes();
+    if (assembles_step_input(graph, op)) bytes += graph.tensor(op.outputs.front()).bytes();
   return bytes;
 }
 
@@ -45,7 +45,7 @@ inline MemoryBreakdown static_breakdown(const CostGraph& graph, const Device& de
   b.parameters = graph.parameter_bytes();
   b.optimizer_state = graph.run().optimizer == Optimizer::adam ? 2 * graph.parameter_bytes() : 0;
   b.inputs = graph.input_bytes();
-  b.activations = held_grid_input_bytes(graph, profile, scanned);
+  b.activations = held_step_input_bytes(graph, profile, scanned);
   b.reserved = device.reserve_bytes;
   b.workspace = profile.parameter_cast_bytes * graph.parameter_count();
   return b;

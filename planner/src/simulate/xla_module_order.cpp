@@ -9,7 +9,7 @@ namespace {
 
 // How many of the grid-sized roles (encoder, decoder) have a stage outside
 // every checkpoint of `plan`: 0, 1 or 2.
-int grid_roles_outside_checkpoints(std::span<const Stage> chain, const Plan& plan) {
+int mappers_outside_checkpoints(std::span<const Stage> chain, const Plan& plan) {
   int outside = 0;
   for (StageRole role : {StageRole::encoder, StageRole::decoder}) {
     for (int s = 0; s < static_cast<int>(chain.size()); ++s) {
@@ -29,7 +29,7 @@ int grid_roles_outside_checkpoints(std::span<const Stage> chain, const Plan& pla
 
 XlaModuleOrder xla_module_order(const CostGraph& graph, const Plan& plan) {
   if (graph.run().rollout < 2 || plan.step_checkpoint) return XlaModuleOrder::list;
-  switch (grid_roles_outside_checkpoints(graph.chain(), plan)) {
+  switch (mappers_outside_checkpoints(graph.chain(), plan)) {
     case 2: return XlaModuleOrder::depth_first;
     case 1: return XlaModuleOrder::post_order;
     default: return XlaModuleOrder::list;

@@ -509,7 +509,7 @@ void backward_step(ChainModel& m, const Plan& plan, int c, MemoryWalk& w, GradSt
   const int n = m.stage_count();
   w.backward(m.loss(c, m.signature(c, n, grads)), grads);
   std::size_t r = plan.checkpoints.size();
-  bool decoder_done = false;
+  bool output_stage_done = false;
   for (int s = n - 1; s >= 0;) {
     if (r > 0 && plan.checkpoints[r - 1].to == s) {
       const Region& region = plan.checkpoints[--r];
@@ -523,8 +523,8 @@ void backward_step(ChainModel& m, const Plan& plan, int c, MemoryWalk& w, GradSt
     }
     // After the segment holding the decoder: the first stage's complete
     // branch (J36).
-    if (!decoder_done && m.branch_hoisted()) w.piece(m.top_level_branch_effect(c, blocks_of(plan, 0), grads));
-    decoder_done = true;
+    if (!output_stage_done && m.branch_hoisted()) w.piece(m.top_level_branch_effect(c, blocks_of(plan, 0), grads));
+    output_stage_done = true;
   }
 }
 

@@ -91,9 +91,9 @@ void ReplayGraph::find_aligned_norms() {
                        std::vector<std::vector<OpId>>(static_cast<std::size_t>(stage_count + 1)));
   if (!profile.blocked_edge_updates_drop_norm_copies) return;
   for (std::size_t i = 0; i < ops.size(); ++i) {
-    if (!aligned_mesh_edge_norm(graph, profile, static_cast<OpId>(i))) continue;
+    if (!aligned_edge_norm(graph, profile, static_cast<OpId>(i))) continue;
     auto& list = aligned_norms[static_cast<std::size_t>(ops[i].step)][static_cast<std::size_t>(ops[i].stage)];
-    if (list.size() == 32) throw std::logic_error("solver: more than 32 aligned mesh-edge LayerNorms in one stage");
+    if (list.size() == 32) throw std::logic_error("solver: more than 32 aligned edge LayerNorms in one stage");
     norm_index[i] = static_cast<int>(list.size());
     list.push_back(static_cast<OpId>(i));
     norm_reach[i] = later_edge_update_stages_reached(graph, static_cast<OpId>(i));

@@ -156,7 +156,7 @@ struct ReplayGraph {
   // is held; the first reader frees it in its backward.
   std::vector<int> first_reader_key;
   // J35, where the profile drops J31's copies for blocked edge updates: per
-  // (step, stage), its aligned mesh-edge LayerNorms (aligned_mesh_edge_norm())
+  // (step, stage), its aligned mesh-edge LayerNorms (aligned_edge_norm())
   // in op order; per op, its index among them (-1: none) and the stages of
   // the later stages' edge updates its output reaches
   // (later_edge_update_stages_reached()).

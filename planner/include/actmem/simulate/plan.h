@@ -52,7 +52,7 @@ struct Plan {
 Plan empty_plan(const std::vector<std::string>& stages);
 
 // Built-in plans: "none", "full" (every stage its own region), "every:K"
-// (the processor-role stages in groups of K, 1 ≤ K ≤ kMaxProcessorSteps),
+// (the processor-role stages in groups of K, 1 ≤ K ≤ kMaxStagesPerGroup),
 // "deepmind" or "deepmind:B" (each encoder- and decoder-role stage one
 // region, its edge update in B blocks, default 8, 1 ≤ B ≤ kMaxEdgeBlocks,
 // capped by its edge rows; processor stages in regions of 3).

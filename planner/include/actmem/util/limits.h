@@ -46,6 +46,8 @@ inline constexpr std::int64_t kMaxRulesOff = 256;
 // ---- plans (plan.h) ----
 // Edge blocks of one stage: the solver's largest choice.
 inline constexpr std::int64_t kMaxEdgeBlocks = 1024;
+// K of the built-in plan every:K: a group is at most every repeated stage.
+inline constexpr std::int64_t kMaxStagesPerGroup = kMaxProcessorSteps;
 // Levels of checkpoint regions: top-level regions are depth 1.
 inline constexpr int kMaxRegionDepth = 16;
 
