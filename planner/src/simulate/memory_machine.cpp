@@ -10,6 +10,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace actmem::detail {
 
@@ -43,6 +44,46 @@ MemoryMachine::MemoryMachine(const CostGraph& graph, TensorState* shared)
       block_internal_(shared ? shared->block_internal : own_.block_internal),
       block_output_(shared ? shared->block_output : own_.block_output),
       param_grad_done_(shared ? shared->param_grad_done : own_.param_grad_done) {}
+
+void MemoryMachine::set_up(MachineSetup setup) {
+  in_loop_body_ = setup.loop_body;
+  offload_step_inputs_ = setup.offload_step_inputs;
+  parameter_gradients_last_ = setup.parameter_gradients_last;
+  bulk_equal_blocks_ = setup.bulk_equal_blocks;
+  blocked_edge_stages_ = std::move(setup.blocked_edge_stages);
+  run_deferred_at_end_ = !setup.deferred_left_to_caller;
+  deferred_elsewhere_ = setup.deferred_elsewhere;
+}
+
+void MemoryMachine::release_losses() {
+  for (int b : losses_) release(b);
+  losses_.clear();
+}
+
+// ---- a part of a step, run by a user (the solver's stage replay) ----
+
+void MemoryMachine::begin_part() { context_ = context_count_ = 1; }
+
+void MemoryMachine::forward_part(const std::vector<Item>& items, bool saving, Pass pass, bool region_recomputation,
+                                 bool step_recomputation) {
+  recomputing_step_ = step_recomputation;
+  if (region_recomputation) ++recompute_depth_;
+  forward(items, saving, 0, -1, pass);
+  if (region_recomputation) --recompute_depth_;
+  recomputing_step_ = false;
+}
+
+void MemoryMachine::recompute_part(const std::vector<Item>& items, LastReaders& readers) {
+  ++recompute_depth_;
+  recompute_items(items, 0, -1, readers, -1);
+  --recompute_depth_;
+}
+
+void MemoryMachine::backward_part(const std::vector<Item>& items, bool in_region) {
+  if (in_region) ++region_depth_;
+  backward(items, 0, -1);
+  if (in_region) --region_depth_;
+}
 
 int MemoryMachine::allocate(std::int64_t bytes, Category category, int refs, TensorId tensor) {
   int id;

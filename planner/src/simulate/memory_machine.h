@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -97,6 +98,35 @@ struct DeferredEffect {
 // backward: the complete branch of its stage, or an ancestor of one
 // recomputed with it (J33); else late, in reverse order with the rest.
 enum class EarlyRole : char { late, early_ancestor, early_branch };
+
+// How a user runs the engine (MemoryMachine::set_up(), once, before it
+// runs): the defaults are a whole step's forward and backward.
+struct MachineSetup {
+  // The step runs as the body of XLA's scanned backward loop: a rollout
+  // step under its own checkpoint, recomputed in the backward loop (J14).
+  bool loop_body = false;
+  // A step checkpoint of a scanned rollout keeps its inputs in host memory
+  // (Plan::host_offload): the forward loop offloads them, each loop body
+  // brings its step's back.
+  bool offload_step_inputs = false;
+  // In a rollout that stacks residuals, XLA orders the module depth-first,
+  // so the backward loop's body computes the parameter gradients last
+  // (MemoryProfile::depth_first_parameter_gradients_last, J52).
+  bool parameter_gradients_last = false;
+  // Equal edge blocks are run in bulk; off: every block runs op by op (a
+  // timeline wants a row per op).
+  bool bulk_equal_blocks = true;
+  // Per stage: whether its edge update runs in blocks (empty: none does,
+  // or J35 does not apply: blocked_edge_readers()).
+  std::vector<char> blocked_edge_stages;
+  // The deferred ops (J32) are left to the caller as the outermost
+  // backward ends (a stage's replay: StageRun::defers), not run.
+  bool deferred_left_to_caller = false;
+  // What running the deferred ops an earlier stage's replay left waiting
+  // does, applied where this execution sets them off (then
+  // ran_deferred_elsewhere()); none: nothing waits elsewhere.
+  std::optional<DeferredEffect> deferred_elsewhere;
+};
 
 class MemoryMachine {
  public:
@@ -191,17 +221,9 @@ class MemoryMachine {
   bool has_deferred() const { return !deferred_.empty(); }
   void run_deferred();
   std::int64_t deferred_threshold() const { return deferred_threshold_; }
-  // A stage's replay (the solver's) leaves them to its caller: false.
-  bool run_deferred_at_end_ = true;
-  // A stage's replay while they wait in an earlier stage's: what running
-  // them does, applied where this stage sets them off (then
-  // ran_deferred_elsewhere_).
-  DeferredEffect deferred_elsewhere_;
-  bool deferred_pending_elsewhere_ = false;
-  bool ran_deferred_elsewhere_ = false;
-  // Regions whose recomputation (forward) is under way: only their ops set
-  // the deferred ops off.
-  int recompute_depth_ = 0;
+  // Whether this execution ran them where an earlier stage's replay left
+  // them waiting (MachineSetup::deferred_elsewhere).
+  bool ran_deferred_elsewhere() const { return ran_deferred_elsewhere_; }
 
   // ---- a region's complete branches, first (J33) ----
   // Per item of `items` (a top-level region's children, or one stage's
@@ -256,17 +278,13 @@ class MemoryMachine {
   // target, if `step_ops` hold its loss and the profile slices it
   // (target_slice_); backward_op() lets it go after the loss's backward.
   void slice_step_target(const std::vector<OpId>& step_ops);
-  int target_slice_ = -1;
 
   // ---- J31's copies an edge update in blocks does away with (J35) ----
   // Whether aligned LayerNorm `op` makes no copy, a later stage's edge
   // update its output reaches running in blocks: by default, one of
-  // blocked_edge_stages_ (a whole step's plan); a stage's replay knows it
-  // from its context.
+  // MachineSetup::blocked_edge_stages (a whole step's plan); a stage's
+  // replay knows it from its context.
   virtual bool norm_copy_dropped(OpId op) const;
-  // Per stage: whether its edge update runs in blocks (empty: none does,
-  // or J35 does not apply: blocked_edge_readers()).
-  std::vector<char> blocked_edge_stages_;
 
   // ---- execution ----
   // `saving`: ops keep what the framework keeps for backward (false inside
@@ -287,8 +305,50 @@ class MemoryMachine {
   // (its first contribution's buffer; later ones are summed into it).
   void hold_parameter_gradient(TensorId t);
 
+  // Whether XLA's depth-first order's choice of which weight gradients
+  // inside checkpoints wait (J54) needs the bytes each step's backward
+  // allocates, which a run measures (step_backward_bytes()) for the next
+  // one (assume_step_backward_bytes()).
+  bool weight_gradients_by_operand_depth() const {
+    return parameter_gradients_last_ && profile_.depth_first_weight_gradients_by_operand_depth;
+  }
+  // After a run: per rollout step, the bytes its backward allocated.
+  const std::vector<std::int64_t>& step_backward_bytes() const { return step_backward_bytes_; }
+  void assume_step_backward_bytes(std::vector<std::int64_t> bytes) { assumed_step_backward_bytes_ = std::move(bytes); }
+  // A loop body whose step's inputs came back from host memory (J47, J48).
+  bool in_offloaded_body() const { return in_loop_body_ && offload_step_inputs_; }
+
+  // ---- control: how a user of the engine sets it up and steers it ----
+  // Once, before anything runs.
+  void set_up(MachineSetup setup);
+  bool offloads_step_inputs() const { return offload_step_inputs_; }
+  std::int64_t live(Category category) const { return live_[category]; }
+  // Whether parameter t's gradient is made (the first contribution came).
+  bool parameter_gradient_made(TensorId t) const { return param_grad_done_[static_cast<std::size_t>(t)] != 0; }
+  // The losses the forward pass handed over, let go (the backward starts).
+  void release_losses();
+  // For a user that runs part of a step (the solver's stage replay): its
+  // execution as one context, the tensors made in it and the uses of
+  // each by consumers still to run.
+  void begin_part();
+  void mark_made_here(TensorId t) { produced_in_[static_cast<std::size_t>(t)] = context_; }
+  int uses(TensorId t) const { return uses_[static_cast<std::size_t>(t)]; }
+  void add_use(TensorId t) { ++uses_[static_cast<std::size_t>(t)]; }
+  // The forward execution of `items`: a region's recomputation (its ops set
+  // deferred ops off, J32) or not, and the step's recomputation in a loop
+  // body (J29) or not.
+  void forward_part(const std::vector<Item>& items, bool saving, Pass pass, bool region_recomputation,
+                    bool step_recomputation);
+  // A top-level region's recomputation of `items`, letting go of the
+  // checkpoint's hold on `readers` at their last reader (J37).
+  void recompute_part(const std::vector<Item>& items, LastReaders& readers);
+  // The backward of `items`, inside a region's backward or at the top level.
+  void backward_part(const std::vector<Item>& items, bool in_region);
+
   const CostGraph& g_;
   const MemoryProfile profile_;
+
+ private:
   std::int64_t live_[kCategories] = {0, 0, 0};
   std::int64_t live_recomputable_ = 0;
   TensorState own_;
@@ -309,29 +369,25 @@ class MemoryMachine {
   // so the backward loop's body computes the parameter gradients last
   // (MemoryProfile::depth_first_parameter_gradients_last, J52).
   bool parameter_gradients_last_ = false;
-  // Whether that order's choice of which weight gradients inside
-  // checkpoints wait (J54) needs the bytes each step's backward allocates,
-  // which a run measures (step_backward_bytes()) for the next one
-  // (assume_step_backward_bytes()).
-  bool weight_gradients_by_operand_depth() const {
-    return parameter_gradients_last_ && profile_.depth_first_weight_gradients_by_operand_depth;
-  }
-  // After a run: per rollout step, the bytes its backward allocated.
-  const std::vector<std::int64_t>& step_backward_bytes() const { return step_backward_bytes_; }
-  void assume_step_backward_bytes(std::vector<std::int64_t> bytes) { assumed_step_backward_bytes_ = std::move(bytes); }
   // In that loop body, the step checkpoint's own recomputation (not that of
   // a checkpoint inside the step, J29).
   bool recomputing_step_ = false;
-  // A loop body whose step's inputs came back from host memory (J47, J48).
-  bool in_offloaded_body() const { return in_loop_body_ && offload_step_inputs_; }
   // Equal edge blocks are run in bulk (forward_blocks()); off: every block
   // runs op by op (a timeline wants a row per op).
   bool bulk_equal_blocks_ = true;
   // Nonzero: memory is not sampled (the blocks' backward, when XLA's order
   // of it was sampled instead, J17).
   int quiet_ = 0;
-
- private:
+  // The setup's pending work (J32), and whether this execution ran it.
+  bool run_deferred_at_end_ = true;
+  std::optional<DeferredEffect> deferred_elsewhere_;
+  bool ran_deferred_elsewhere_ = false;
+  // Regions whose recomputation (forward) is under way: only their ops set
+  // the deferred ops off.
+  int recompute_depth_ = 0;
+  // backward_op() lets it go (slice_step_target()).
+  int target_slice_ = -1;
+  std::vector<char> blocked_edge_stages_;  // MachineSetup::blocked_edge_stages
   std::int64_t bytes_of(TensorId t, std::int64_t block_rows) const;
   std::int64_t gradient_bytes_of(TensorId t, std::int64_t block_rows) const;
   std::int64_t output_bytes(const Op& op, const OpMemoryRule& rule, TensorId t, std::int64_t block_rows) const;

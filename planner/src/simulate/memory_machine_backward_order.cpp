@@ -107,16 +107,16 @@ std::int64_t MemoryMachine::bytes_written(const Op& op, const OpMemoryRule& rule
 // list scheduler runs the ready op that frees the most bytes less those it
 // makes, and theirs frees nothing while making that gradient, J32).
 void MemoryMachine::deferred_set_off(const Op& op, const OpMemoryRule& rule, std::int64_t block_rows) {
-  if (deferred_.empty() && !(deferred_pending_elsewhere_ && !ran_deferred_elsewhere_)) return;
-  const std::int64_t threshold = deferred_.empty() ? deferred_elsewhere_.threshold : deferred_threshold_;
+  if (deferred_.empty() && !(deferred_elsewhere_ && !ran_deferred_elsewhere_)) return;
+  const std::int64_t threshold = deferred_.empty() ? deferred_elsewhere_->threshold : deferred_threshold_;
   if (bytes_written(op, rule, block_rows) <= threshold) return;
   if (!deferred_.empty()) {
     run_deferred();
     return;
   }
-  live_[kWorkspace] += deferred_elsewhere_.peak;
+  live_[kWorkspace] += deferred_elsewhere_->peak;
   sample_transient();
-  live_[kWorkspace] += deferred_elsewhere_.delta - deferred_elsewhere_.peak;
+  live_[kWorkspace] += deferred_elsewhere_->delta - deferred_elsewhere_->peak;
   ran_deferred_elsewhere_ = true;
 }
 

@@ -38,22 +38,23 @@ class Simulation : detail::MemoryMachine {
         capture_at_(capture_at) {
     flops_per_s_ = detail::flops_per_second(graph.run(), device);
     validate_for_run(plan, graph, "plan");
-    offload_step_inputs_ = plan.host_offload && scanned();
+    detail::MachineSetup setup;
+    setup.offload_step_inputs = plan.host_offload && scanned();
     static_ = detail::static_breakdown(graph, device, profile_, scanned());
     // The targets, an argument in host memory, are not the device's.
-    if (offload_step_inputs_)
+    if (setup.offload_step_inputs)
       for (const Op& op : graph.ops())
         if (const TensorId target = detail::step_target(graph, op); target >= 0)
           static_.inputs -= graph.tensor(target).bytes();
     // A timeline has a row per op of every block.
-    bulk_equal_blocks_ = !options.record_timeline;
+    setup.bulk_equal_blocks = !options.record_timeline;
     if (!detail::blocked_edge_readers(graph, profile_).empty())  // J35 applies
-      for (std::int64_t blocks : plan.edge_blocks) blocked_edge_stages_.push_back(blocks > 1 ? 1 : 0);
-    if (profile_.stacks_linearization_residuals(graph.run(), plan.step_checkpoint)) {
-      stack_linearization_residuals();
-      parameter_gradients_last_ = profile_.depth_first_parameter_gradients_last &&
-                                  detail::xla_module_order(graph, plan) == detail::XlaModuleOrder::depth_first;
-    }
+      for (std::int64_t blocks : plan.edge_blocks) setup.blocked_edge_stages.push_back(blocks > 1 ? 1 : 0);
+    const bool stacks = profile_.stacks_linearization_residuals(graph.run(), plan.step_checkpoint);
+    setup.parameter_gradients_last = stacks && profile_.depth_first_parameter_gradients_last &&
+                                     detail::xla_module_order(graph, plan) == detail::XlaModuleOrder::depth_first;
+    set_up(std::move(setup));
+    if (stacks) stack_linearization_residuals();
   }
 
   // J54's measure of each step's backward, from one run for the next.
@@ -82,7 +83,7 @@ class Simulation : detail::MemoryMachine {
     const std::int64_t batch = g_.run().batch;
     for (const Op& op : g_.ops()) {
       if (const TensorId target = detail::step_target(g_, op);
-          target >= 0 && profile_.scanned_loops_copy_targets && !offload_step_inputs_)
+          target >= 0 && profile_.scanned_loops_copy_targets && !offloads_step_inputs())
         held.push_back(allocate(detail::scanned_target_bytes(g_, target), kActivations, 1, target));
       if (op.kind != OpKind::next_input) continue;
       if (op.inputs.size() > 2 && profile_.scanned_loops_copy_forcings) {
@@ -99,7 +100,7 @@ class Simulation : detail::MemoryMachine {
     return held;
   }
   void release_first_carry_offloaded() {
-    if (first_carry_ < 0 || !offload_step_inputs_ || !profile_.offloaded_loop_moves_first_carry_to_host) return;
+    if (first_carry_ < 0 || !offloads_step_inputs() || !profile_.offloaded_loop_moves_first_carry_to_host) return;
     release(first_carry_);
     first_carry_ = -1;
   }
@@ -116,17 +117,17 @@ class Simulation : detail::MemoryMachine {
       for (const Op& op : g_.ops())
         for (TensorId t : op.inputs)
           if (const Tensor& x = g_.tensor(t);
-              x.role == TensorRole::parameter && x.requires_grad && !param_grad_done_[static_cast<std::size_t>(t)])
+              x.role == TensorRole::parameter && x.requires_grad && !parameter_gradient_made(t))
             hold_parameter_gradient(t);
     forward(schedule_.items, /*saving=*/true, 0, -1, Pass::forward);
     release_first_carry_offloaded();
-    r.activation_bytes_after_forward = static_.activations + live_[kActivations];
+    r.activation_bytes_after_forward = static_.activations + live(kActivations);
     r.forward_peak_bytes = static_.total() + peak_dynamic_;
 
     // Backward starts from d(loss)/d(loss) = 1 for every rollout step's loss
     // (and, in a scanned rollout, the discarded carry's zero cotangent).
     for (const Op& op : g_.ops()) seed_gradients(op);
-    for (int b : losses_) release(b);
+    release_losses();
     hold_hoisted_norm_residual_copies(schedule_.items);
     backward(schedule_.items, 0, -1);
     release_stacked_residuals();
@@ -197,9 +198,9 @@ class Simulation : detail::MemoryMachine {
 
   MemoryBreakdown live_breakdown() const {
     MemoryBreakdown b = static_;
-    b.activations += live_[kActivations];
-    b.gradients += live_[kGradients];
-    b.workspace += live_[kWorkspace];
+    b.activations += live(kActivations);
+    b.gradients += live(kGradients);
+    b.workspace += live(kWorkspace);
     return b;
   }
 
@@ -214,7 +215,7 @@ class Simulation : detail::MemoryMachine {
   void sample(Pass pass, int step, int block, const std::string& op, int stage = -1, const Op* running = nullptr) {
     ++samples_;
     at_ = {pass, step < 0 ? 0 : step, stage < 0 ? std::string{"optimizer"} : g_.stage_name(stage), op, block};
-    const std::int64_t dynamic = live_[kActivations] + live_[kGradients] + live_[kWorkspace];
+    const std::int64_t dynamic = live();
     floor_dynamic_ = std::max(floor_dynamic_, dynamic - live_compiler_recomputable(running));
     if (pass != Pass::optimizer) peak_dynamic_ = std::max(peak_dynamic_, dynamic);
     if (dynamic > peak_total_dynamic_) new_peak(dynamic);
@@ -232,7 +233,7 @@ class Simulation : detail::MemoryMachine {
   // peak, not as a timeline row.
   void sample_transient() override {
     ++samples_;
-    const std::int64_t dynamic = live_[kActivations] + live_[kGradients] + live_[kWorkspace];
+    const std::int64_t dynamic = live();
     floor_dynamic_ = std::max(floor_dynamic_, dynamic - live_compiler_recomputable(nullptr));
     peak_dynamic_ = std::max(peak_dynamic_, dynamic);
     if (dynamic > peak_total_dynamic_) new_peak(dynamic);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <stdexcept>
+#include <utility>
 
 #include "simulate/memory_machine.h"
 
@@ -132,11 +133,12 @@ class Replay : MemoryMachine {
  public:
   Replay(const ReplayGraph& rg, int step, int stage, const StageContext& ctx, TensorState& state)
       : MemoryMachine(rg.graph, &state), rg_(rg), step_(step), stage_(stage), ctx_(ctx), state_(state) {
-    in_loop_body_ = rg.loop_body;
-    offload_step_inputs_ = rg.loop_body && rg.host_offload;
-    run_deferred_at_end_ = false;  // the caller runs them (StageRun::defers)
-    deferred_pending_elsewhere_ = ctx.deferred_pending;
-    deferred_elsewhere_ = ctx.deferred;
+    MachineSetup setup;
+    setup.loop_body = rg.loop_body;
+    setup.offload_step_inputs = rg.loop_body && rg.host_offload;
+    setup.deferred_left_to_caller = true;  // the caller runs them (StageRun::defers)
+    if (ctx.deferred_pending) setup.deferred_elsewhere = ctx.deferred;
+    set_up(std::move(setup));
   }
 
   StageRun run(const std::vector<Item>& items) {
@@ -172,17 +174,14 @@ class Replay : MemoryMachine {
     peak_ = start;
     // A loop body's original forward pass is the step's recomputation;
     // any other context is a checkpoint's.
-    recomputing_step_ = rg_.loop_body && ctx_.original_forward;
-    recompute_depth_ = ctx_.original_forward ? 0 : 1;  // a region's recomputation
     if (top_level_recompute)
-      recompute_items(recomputed, 0, -1, last_readers_, -1);
+      recompute_part(recomputed, last_readers_);
     else
-      forward(recomputed, ctx_.saving, 0, -1,
-              rg_.loop_body || !ctx_.original_forward ? Pass::recompute : Pass::forward);
-    recompute_depth_ = 0;
-    recomputing_step_ = false;
+      forward_part(recomputed, ctx_.saving, rg_.loop_body || !ctx_.original_forward ? Pass::recompute : Pass::forward,
+                   /*region_recomputation=*/!ctx_.original_forward,
+                   /*step_recomputation=*/rg_.loop_body && ctx_.original_forward);
     result.forward = {peak_ - start, live() - start};
-    result.ran_deferred = ran_deferred_elsewhere_ && !result.early_ran_deferred;
+    result.ran_deferred = ran_deferred_elsewhere() && !result.early_ran_deferred;
     if (ctx_.saving) run_backward(differentiated, ops, externals, read_later, held_outputs, result);
     return result;
   }
@@ -217,7 +216,7 @@ class Replay : MemoryMachine {
       tensors.insert(tensors.end(), g_.op(id).outputs.begin(), g_.op(id).outputs.end());
     }
     state_.reset(tensors, ctx_.first_parameter_gradients);
-    context_ = context_count_ = 1;  // the stage's execution is context 1
+    begin_part();
   }
 
   // The activations the stage reads and does not make, once each. The
@@ -234,8 +233,7 @@ class Replay : MemoryMachine {
         externals.push_back(t);
       }
     for (TensorId t : externals)
-      if (rg_.producer_key[static_cast<std::size_t>(t)] >= keys.lo)
-        produced_in_[static_cast<std::size_t>(t)] = context_;
+      if (rg_.producer_key[static_cast<std::size_t>(t)] >= keys.lo) mark_made_here(t);
     return externals;
   }
 
@@ -250,7 +248,7 @@ class Replay : MemoryMachine {
       const int first_reader = rg_.first_reader_key[static_cast<std::size_t>(t)];
       int refs = 1;  // made before the context: held by the checkpoint that keeps it
       if (made_here(t)) {
-        refs = uses_[static_cast<std::size_t>(t)];
+        refs = uses(t);
         if (consumed_after(t, keys.self, keys.hi) || pk < keys.held) ++refs;
         if (first_reader == keys.self && ctx_.original_forward && ctx_.saving) read_later.push_back(t);
         if (first_reader > pk && first_reader < keys.self) ++refs;  // held by its first reader
@@ -267,9 +265,9 @@ class Replay : MemoryMachine {
     std::vector<TensorId> held_outputs;
     for (OpId id : ops)
       for (TensorId t : g_.op(id).outputs) {
-        if (consumed_after(t, keys.self, keys.hi)) ++uses_[static_cast<std::size_t>(t)];
+        if (consumed_after(t, keys.self, keys.hi)) add_use(t);
         if (ctx_.hold_outputs && consumed_after(t, keys.hi, kNoEnd)) {
-          ++uses_[static_cast<std::size_t>(t)];
+          add_use(t);
           held_outputs.push_back(t);
         }
       }
@@ -298,14 +296,10 @@ class Replay : MemoryMachine {
     }
     const std::int64_t start = live();
     peak_ = start;
-    recompute_depth_ = 1;
-    recompute_items(early_recomputed, 0, -1, last_readers_, -1);
-    recompute_depth_ = 0;
-    region_depth_ = 1;
-    backward(early_differentiated, 0, -1);
-    region_depth_ = 0;
+    recompute_part(early_recomputed, last_readers_);
+    backward_part(early_differentiated, /*in_region=*/true);
     result.early = {peak_ - start, live() - start};
-    result.early_ran_deferred = ran_deferred_elsewhere_;
+    result.early_ran_deferred = ran_deferred_elsewhere();
     return true;
   }
 
@@ -330,19 +324,18 @@ class Replay : MemoryMachine {
     for (TensorId t : read_later) release(current(t));
     const std::int64_t prelude = live();
     for (OpId id : ops) seed_gradients(g_.op(id));
-    for (int b : losses_) release(b);
+    release_losses();
     result.backward_prelude_bytes = live() - prelude;
     const Keys keys = context_keys();
     if (!allocated_read_after_region_) allocate_incoming(keys, true);
     allocate_incoming(keys, false);
     backward_start_ = live();
     peak_ = backward_start_;
-    region_depth_ = ctx_.in_region ? 1 : 0;
     backward_result_ = &result;
-    backward(items, 0, -1);
+    backward_part(items, ctx_.in_region);
     backward_result_ = nullptr;
     result.backward = {peak_ - backward_start_, live() - backward_start_};
-    result.backward_ran_deferred = ran_deferred_elsewhere_ && !result.ran_deferred && !result.early_ran_deferred;
+    result.backward_ran_deferred = ran_deferred_elsewhere() && !result.ran_deferred && !result.early_ran_deferred;
     if (has_deferred()) {
       const std::int64_t before = live();
       peak_ = before;
