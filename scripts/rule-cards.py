@@ -66,7 +66,7 @@ def card(rule, fields, sources, witness):
         "|---|---|",
         f"| framework | {rule['framework']} |",
         f"| applies | {rule['applies']} |",
-        f"| measurement | {rule['journal'] + ' in docs/cost-model.md' if rule['journal'].startswith('J') else rule['journal']}"
+        f"| measurement | {rule['journal'] + ' in docs/journal.md' if rule['journal'].startswith('J') else rule['journal']}"
         " |",
         f"| sets | {sets} in the engine's profile (planner/src/cost/memory_rules.cpp) |",
         f"| read by | {', '.join(f'planner/src/{r}' for r in read_by) or '—'} |",

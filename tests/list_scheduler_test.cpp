@@ -81,7 +81,7 @@ std::vector<std::pair<EdgeBlockValue, int>> block_values(const EdgeBlockPeak& pe
 // in the program XLA:TPU wrote for `plan-spec deepmind:K` (the usage the
 // rematerialisation pass measures at the blocks' peak less that at their
 // first output-gradient slice; integrations/jax/remat_trace.py --keep-log,
-// docs/cost-model.md J17), for `mid` (integrations/jax/models/mid.json:
+// docs/journal.md J17), for `mid` (integrations/jax/models/mid.json:
 // 120,000 edges, 10,000 mesh and 40,000 grid nodes) and GraphCast 0.25°
 // (3,114,720 edges, 40,962 mesh and 1,038,240 grid nodes).
 TEST_CASE("edge blocks' backward: XLA's rise of memory over the blocks, for 2, 4 and 8 blocks") {
@@ -193,7 +193,7 @@ TEST_CASE("edge blocks' backward: under float32 at batch 2 the grid's copy is bf
   CHECK(peak.added - float32_copy.added == 2 * rows * (f32 + bf16));
 }
 
-// DeepMind's program at batch 1 ([N, 1, C]; docs/cost-model.md J28, J30):
+// DeepMind's program at batch 1 ([N, 1, C]; docs/journal.md J28, J30):
 // `mid`'s decoder in 2 blocks, `plan-spec deepmind:2`, rollout 1. At the
 // peak of XLA's program (`remat_trace.py --model
 // integrations/jax/models/mid.json --plan-spec deepmind:2 --min-mib 50`,
@@ -235,7 +235,7 @@ TEST_CASE("edge blocks' backward: at batch 1 every block writes SiLU and keeps i
 }
 
 // In a scanned rollout's loop body at batch 2 the block the backward reaches
-// first writes h alone (docs/cost-model.md J51): graphcast-small's decoder
+// first writes h alone (docs/journal.md J51): graphcast-small's decoder
 // (195,480 edges, 10,242 mesh and 65,160 grid nodes, rows × 2) in 2 blocks,
 // `deepmind:2`, each step checkpointed, rollout 4 (`remat_trace.py --model
 // graphcast-small --plan-spec deepmind:2 --rollout 4 --step-checkpoint

@@ -844,7 +844,7 @@ TEST_SUITE("simulator") {
     // decoder's grid-node MLP); the embedders, the encoder's node MLPs and
     // the processor's other MLPs write h alone, and their linears recompute
     // SiLU from it (graphcast-small `none` rollout 1: fusion.801 ... 815
-    // single, fusion.860 the pair; docs/cost-model.md J27).
+    // single, fusion.860 the pair; docs/journal.md J27).
     const std::vector<std::string> reads_h_alone{
         "encoder.grid_node_embed", "encoder.edge_embed",         "encoder.grid_node_mlp",
         "encoder.mesh_node_mlp",   "mesh_edge_embed.edge_embed", "processor.0.edge_mlp",
@@ -868,7 +868,7 @@ TEST_SUITE("simulator") {
     // step's own recomputation has its linears recompute SiLU from h (J10);
     // at batch 1 a checkpoint inside the step recomputes as outside the
     // loop, writing and keeping both (graphcast-small `nested` rollout 2;
-    // docs/cost-model.md J29). Here the whole network is one checkpoint
+    // docs/journal.md J29). Here the whole network is one checkpoint
     // inside the step, and the peak is in its backward.
     auto silu_and_hidden_at_peak = [](std::int64_t batch) {
       const CostGraph g = CostGraph::build(testing::tiny_model(2), jax(DType::bfloat16, 2, batch));
@@ -897,7 +897,7 @@ TEST_SUITE("simulator") {
     // XLA:TPU copies the input of a mesh-edge MLP's LayerNorm into another
     // layout where the mesh edges are a multiple of 8 (`mid`'s 80,000:
     // copy.13, copy.19, copy.20, 78.12 MiB each at deepmind:2's peak; with
-    // 80,004 or 81,900 edges no copy; docs/cost-model.md J31).
+    // 80,004 or 81,900 edges no copy; docs/journal.md J31).
     auto copies_at_peak = [](std::int64_t mesh_edges, std::int64_t batch, const std::string& input) {
       nlohmann::json json = testing::tiny_model_json(2);
       json["mesh_edges"] = mesh_edges;
@@ -994,7 +994,7 @@ TEST_SUITE("simulator") {
     // `mid` with processor 1 in two blocks: XLA makes neither the mesh-edge
     // embedding's copy nor processor 0's, whose outputs reach processor 1's
     // edge update directly or through the residual adds; with processor 0
-    // in blocks, the embedding's goes (docs/cost-model.md J35). The tiny
+    // in blocks, the embedding's goes (docs/journal.md J35). The tiny
     // model's 3000 mesh edges are a multiple of 8.
     // Each LayerNorm keeps its input; a copy is a second activation buffer
     // of that tensor, live at the peak (early in the backward pass, before
@@ -1046,7 +1046,7 @@ TEST_SUITE("simulator") {
     // a region's recomputation of a first linear whose fusion writes SiLU's
     // output too (graphcast-operational's own plan: from #2627 to the
     // encoder's recomputation at #6839; `mid` `every:2`: 117 instructions,
-    // to the processor's; docs/cost-model.md J32). In the tiny model a
+    // to the processor's; docs/journal.md J32). In the tiny model a
     // mesh edge MLP's gathers write 3000 rows each and its first linear
     // 2 x 3000: more than the gradient of 4000 edges, not more than 6000's.
     struct Rows {
@@ -1117,7 +1117,7 @@ TEST_SUITE("simulator") {
     // region (GraphCast's own plan of 2026-12-04: the MLP's input gradient
     // at #14950, the processors' recomputation from #16829; `mid`,
     // encoder..processor.1: +10.0% with the region's reverse order, +3.7%
-    // with this one; docs/cost-model.md J33).
+    // with this one; docs/journal.md J33).
     struct Order {
       std::size_t branch_backward = 0, embed_recompute = 0, first_other_recompute = 0, last_recompute = 0;
       std::size_t first_backward_in_region = 0;
@@ -1169,7 +1169,7 @@ TEST_SUITE("simulator") {
     // before the processor steps' (`mid`, the mesh-edge embedding to
     // processor 1 in a region: the MLP's input gradient at #900 of 1524,
     // the decoder's at #761, the region's recomputation from #912;
-    // docs/cost-model.md J36).
+    // docs/journal.md J36).
     struct Order {
       std::size_t branch = 0, last_decoder = 0, first_processor = 0, first_processor0 = 0;
     };
@@ -1208,7 +1208,7 @@ TEST_SUITE("simulator") {
     // output, which only the decoder's gather reads; XLA frees it after
     // that gather's recomputation (`mid` `full` float32: #579, the
     // decoder's backward then holding neither it nor the encoder's grid
-    // latent at its edge MLP's input gradient; docs/cost-model.md J37).
+    // latent at its edge MLP's input gradient; docs/journal.md J37).
     // Processor 0's, which processor 1's region keeps for its own
     // recomputation later, stays; PyTorch holds both to the end of each
     // region's backward.

@@ -836,7 +836,7 @@ TEST_SUITE("solver") {
     // A budget a byte over the least plan's floor, under its peak: that
     // plan, which fits (XLA:TPU compiles a program its rematerialisation
     // gets within all the memory programs have, not the 95% its pass aims
-    // at: docs/cost-model.md J7).
+    // at: docs/journal.md J7).
     const std::int64_t budget = r.compiler_floor_bytes + 1;
     REQUIRE(budget < r.peak_bytes);
     const Solution s = solve(g, device, budget);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """actmem-jax list_scheduler: XLA's list and DFS schedulers, run again over the program XLA printed, against the order XLA chose.
 
-docs/cost-model.md J16 reads XLA:TPU's choice of instruction order as open
+docs/journal.md J16 reads XLA:TPU's choice of instruction order as open
 source XLA's `ListScheduler` (xla/service/hlo_memory_scheduler.cc): of the
 instructions whose operands are all scheduled, take the one with the highest
 (bytes it frees − bytes it defines, number of users), and among equals the
@@ -22,7 +22,7 @@ accounting differs, not found), so compare orders there, not peaks. The
 DFS order here is XLA's on the six depth-first loop bodies read (`mid` and
 graphcast-small, none to four processor regions, 769 to 2565
 instructions: every instruction within ten places of XLA's, most in it,
-docs/cost-model.md J54), once each instruction's size is capped as XLA caps
+docs/journal.md J54), once each instruction's size is capped as XLA caps
 it, at the bytes the computation's own post-order defines up to it.
 
 What the module does not say, and how it is filled in:
@@ -268,7 +268,7 @@ def list_schedule(graph: BufferGraph) -> list[str]:
     """XLA's ListScheduler::CreateSchedule: greedy, highest (freed − defined, users) first, ties
     to the instruction made ready first; a ready instruction's priority is recomputed (and it is
     made ready anew) when one of its operands' buffers comes down to one unscheduled use. Ties
-    first-ready-first and the recomputation are what XLA does: docs/cost-model.md J16 has the
+    first-ready-first and the recomputation are what XLA does: docs/journal.md J16 has the
     figures without either."""
     uses = graph.unscheduled_uses()
     waiting = {i.name: 0 for i in graph.instructions}

@@ -12,12 +12,12 @@ live there, largest first. The replayed peak of every computation is checked
 against the one the pass states ("Peak memory for C"). With the HBM capped at
 16 MiB (the default) nothing fits and the pass always runs, so this is the
 program as written, the figure docs/validation-jax.md compares with actmem
-(docs/cost-model.md J12); it also names the schedule XLA chose ("Chose
+(docs/journal.md J12); it also names the schedule XLA chose ("Chose
 min-memory list sequence": XLA's list scheduler, J16). With --updates N it
 lists the N optimizer updates that run longest after their operands were
 made: XLA fuses each weight gradient's dot into its Adam update, so an
 update that waits holds its linear's activation and output gradient
-(docs/cost-model.md J32: the decoder's edge embedding's).
+(docs/journal.md J32: the decoder's edge embedding's).
 
 Seconds for small models, a minute or more at GraphCast's size; the log is
 large (tens of MB for `mid`), so it is read and dropped unless --keep-log.

@@ -12,7 +12,7 @@ away: its loop keeps them as stacked buffers. This traces the training step
 forward scan's stacked outputs by dtype and per-step shape, with their total.
 Under each step's checkpoint (`--step-checkpoint`) the stack holds only each
 step's carry; without it, the residuals of every op outside a checkpoint
-(docs/cost-model.md J11). Residuals that do not depend on the step (those of
+(docs/journal.md J11). Residuals that do not depend on the step (those of
 ops that read only parameters and the graph's constant features) are not
 stacked: JAX hoists them out of the loop, computed once, and hands them to
 the backward scan as loop constants; they are listed apart ("hoisted").

@@ -4,7 +4,7 @@
 XLA's default module scheduler (xla/service/hlo_memory_scheduler.cc) orders
 the whole module three ways, by its list scheduler, by DFSMemoryScheduler and
 in plain post-order, measures each with its heap simulator and keeps the
-least. actmem models the list order (docs/cost-model.md J16) and reads
+least. actmem models the list order (docs/journal.md J16) and reads
 XLA's choice off the plan (simulate/xla_module_order.h; J52 for what the
 depth-first loop body holds): depth-first where a rollout without step
 checkpoints leaves the encoder and decoder outside every checkpoint,

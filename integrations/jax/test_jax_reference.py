@@ -173,7 +173,7 @@ def test_targets_on_a_grid_are_deepmind_s_variables_each_read_at_its_own_points(
 def test_batch_1_keeps_its_axis_as_deepmind_s_arrays_do(tmp_path, model):
     """At batch 1 the step's node-major arrays are [N, 1, C], not [N, C]:
     DeepMind's arrays keep the batch axis, and XLA lays the two out, fuses
-    and orders them differently (docs/cost-model.md J27-J31)."""
+    and orders them differently (docs/journal.md J27-J31)."""
     from graphcast_jax import random_arguments
     case = make_case(tmp_path, PLANS["step"], "--rollout", "2", "--dtype", "float32", model=model)
     assert case.run.lead == (1,)
@@ -283,7 +283,7 @@ def test_targets_on_host_leave_the_device_s_arguments(tmp_path):
 
 @needs_jax
 def test_host_offload_stacks_the_frames_and_holds_the_targets_in_host_memory(tmp_path):
-    """A plan's host_offload (docs/cost-model.md J46): XLA:TPU counts the
+    """A plan's host_offload (docs/journal.md J46): XLA:TPU counts the
     stacked frames as host temporaries and the targets as a host argument,
     and actmem predicts the plan (it models the offload). Batch 2, as above."""
     figures = {}
@@ -518,7 +518,7 @@ def test_remat_trace_lists_the_optimizer_updates_that_wait(tmp_path, capsys):
     """--updates N: the Adam updates (which fuse their weight gradient's dot,
     so read the activation and the output gradient) by how long they run
     after their large operands were made, as graphcast-operational's
-    m2g_embed update waited 4212 instructions (docs/cost-model.md J32)."""
+    m2g_embed update waited 4212 instructions (docs/journal.md J32)."""
     import remat_trace
     pass_line = "I1205 00:00:00.000000 1 hlo_rematerialization.cc:{}] {}"
     module = ["%w.1 = f32[8,8]{1,0} parameter(0)", "%opt_state__mu____w__.1 = f32[8,8]{1,0} parameter(1)",
@@ -582,7 +582,7 @@ def test_list_scheduler_takes_the_most_memory_freed_first_and_re_ranks_on_a_last
 @needs_jax
 def test_list_scheduler_chooses_xla_s_order_for_edge_blocks(tmp_path):
     """The list scheduler, run over the module XLA:TPU printed for `mid` with the decoder's edges
-    in 4 blocks (seconds), peaks where XLA's own order does, to the byte (docs/cost-model.md J16)."""
+    in 4 blocks (seconds), peaks where XLA's own order does, to the byte (docs/journal.md J16)."""
     import list_scheduler as ls
     argv = ["--model", os.path.join(HERE, "models", "mid.json"), "--plan-spec", "deepmind:4"]
     out = ls.compare(judge.hlo_passes_log(argv, judge.PROBE_HBM_MIB, vmodule="hlo_rematerialization=3"), None)
@@ -604,7 +604,7 @@ def test_dfs_scheduler_visits_operands_by_extra_users_then_total_size():
 @needs_jax
 def test_dfs_scheduler_is_xla_s_order_over_a_depth_first_loop_body():
     """XLA orders `mid` at rollout 2 with each processor step checkpointed and the encoder and
-    decoder outside depth-first (docs/cost-model.md J52). Over its backward loop body (825
+    decoder outside depth-first (docs/journal.md J52). Over its backward loop body (825
     instructions, seconds to compile) the DFS order run again here, each size capped along the
     body's post-order from the loop state's elements, peaks where XLA's own order does and puts
     every instruction within ten places of XLA's (J54)."""

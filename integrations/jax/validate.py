@@ -234,7 +234,7 @@ def cases() -> list[Case]:
         out.append(Case(f"mid {plan} r{rollout}{' step' if step_ckpt else ''} {dtype} b{batch}", "mid", plan, dtype,
                         batch, rollout, step_ckpt, "ci"))
     # The decoder's edges in 2, 4 and 8 blocks, alone and in a scanned rollout:
-    # how XLA's edge-block schedule scales with the blocks (docs/cost-model.md J16).
+    # how XLA's edge-block schedule scales with the blocks (docs/journal.md J16).
     for blocks in (2, 4, 8):
         for rollout, step_ckpt in ((1, False), (2, True)):
             out.append(Case(f"mid deepmind:{blocks} r{rollout}{' step' if step_ckpt else ''} bfloat16 b1", "mid",
@@ -373,7 +373,7 @@ def predict(result: dict) -> dict:
     it (peak_bytes less the device reserve and the step's inputs, the
     arguments no output aliases, which XLA counts apart: its limit subtracts
     them; the donated parameters and optimizer state stay in, as in XLA's
-    figure, which adds the outputs that alias them: docs/cost-model.md J12),
+    figure, which adds the outputs that alias them: docs/journal.md J12),
     the same after XLA's own rematerialisation (compiler_floor_bytes), and
     the verdict."""
     c = result["case"]

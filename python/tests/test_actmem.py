@@ -317,7 +317,7 @@ def test_running_out_of_memory_is_a_memory_error_not_an_abort():
         # loader allocates a module's thread-local data when it is first
         # touched, and aborts (not a MemoryError) if it cannot.
         # PyTorch: a timeline row per op of every block (under JAX bfloat16
-        # a blocked backward is one or two rows, docs/cost-model.md J17);
+        # a blocked backward is one or two rows, docs/journal.md J17);
         # float32, whose blocks have no LayerNorm casts: within the row limit.
         run = dict(framework="pytorch", dtype="float32")
         actmem.simulate(tiny, "a100-80gb", rollout=2, plan="deepmind:1024", **run)

@@ -213,7 +213,7 @@ void CostGraphBuilder::compute_lifetimes() {
 // bfloat16: a gather's, a LayerNorm's or a residual add's output that only
 // matmuls read (directly or as a part of an MLP input's concatenation) is
 // made and kept in bfloat16, while its gradient stays float32
-// (docs/cost-model.md J13, J23).
+// (docs/journal.md J13, J23).
 // In the backward pass the gradient of a linear's output, which only the
 // linear's own weight- and input-gradient matmuls read, is made in
 // bfloat16 by the LayerNorm's or SiLU's backward that writes it; SiLU's

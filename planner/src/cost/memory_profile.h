@@ -38,12 +38,12 @@ struct OpMemoryRule {
   // The compiler may recompute the output instead of keeping it, when a
   // program is over its memory limit: it is cheap, and what it reads is
   // live anyway (XLA:TPU's rematerialisation recomputes gathers, SiLU and
-  // residual adds; docs/cost-model.md, J7).
+  // residual adds; docs/journal.md, J7).
   bool compiler_recomputable = false;
   // What JAX's linearization of the op keeps, its residuals as the jaxpr
   // names them before XLA fuses anything, which the forward loop of a
   // rollout without step checkpoints stacks for the ops outside every
-  // checkpoint (docs/cost-model.md J11): the activation inputs in
+  // checkpoint (docs/journal.md J11): the activation inputs in
   // `inputs`, each a buffer of its own in the activation dtype (a fused
   // concatenation too); `output_copies` more of output 0's size; float32
   // buffers of input 0's shape (`float32_input_copies`) and

@@ -1,6 +1,6 @@
 #pragma once
 // The backward pass of an edge update run in blocks, as XLA:TPU compiles and
-// orders it under bfloat16 (docs/cost-model.md J17): the instructions XLA
+// orders it under bfloat16 (docs/journal.md J17): the instructions XLA
 // makes of each block (read off its HLO for `mid` and GraphCast 0.25° with
 // 2, 4 and 8 blocks), ordered by XLA's list scheduler (list_scheduler.h).
 //

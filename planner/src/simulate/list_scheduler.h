@@ -1,5 +1,5 @@
 #pragma once
-// XLA's list scheduler (docs/cost-model.md J16): the order XLA:TPU gives the
+// XLA's list scheduler (docs/journal.md J16): the order XLA:TPU gives the
 // instructions of a computation, over a graph of instructions and the
 // buffers they define and read.
 //

@@ -8,7 +8,7 @@
 // its step (the body) and differentiates through it. What is live when a
 // body starts (the weights and optimizer state, the steps' kept inputs and
 // loss seeds, the gradients in flight between steps, the parameter
-// gradients, what XLA's loop holds, docs/cost-model.md J14) does not depend
+// gradients, what XLA's loop holds, docs/journal.md J14) does not depend
 // on the plan inside the step, only on the step; so one simulation of any
 // plan gives it for all.
 

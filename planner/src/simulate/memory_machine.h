@@ -299,7 +299,7 @@ class MemoryMachine {
   // The backward pass's seeds an op gives, before any backward runs:
   // d(loss)/d(loss) = 1 for a step's loss, and the zero cotangent of a carry
   // that nothing reads (the one JAX's scan computes at its last step and
-  // discards), which XLA's backward loop holds as its state (docs/cost-model.md J9).
+  // discards), which XLA's backward loop holds as its state (docs/journal.md J9).
   void seed_gradients(const Op& op);
   // Parameter t's gradient, made now and resident until the optimizer step
   // (its first contribution's buffer; later ones are summed into it).

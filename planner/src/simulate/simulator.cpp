@@ -165,7 +165,7 @@ class Simulation : detail::MemoryMachine {
  private:
   // The peak the compiler rematerialises a program down to when it is over
   // it, and compiles it if it gets there (XLA:TPU: all the memory it has
-  // for programs, docs/cost-model.md J7); without compiler
+  // for programs, docs/journal.md J7); without compiler
   // rematerialisation, no more than the budget.
   std::int64_t compiler_remat_limit(std::int64_t budget_bytes) const {
     if (profile_.compiler_remat_limit_fraction <= 0) return -1;

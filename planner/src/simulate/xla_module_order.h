@@ -1,6 +1,6 @@
 #pragma once
 // Which of its three orders XLA's default module scheduler keeps for a JAX
-// training step (docs/cost-model.md J16, J52). XLA schedules the whole
+// training step (docs/journal.md J16, J52). XLA schedules the whole
 // module as a list (its greedy list scheduler, whose rules the memory
 // machine follows), depth-first and in post-order, and keeps the order its
 // heap simulator finds least. Over all 85 `mid` and graphcast-small cases

@@ -79,7 +79,7 @@ LoopBody loop_body_of(const CostGraph& graph, const Device& device, bool host_of
 // Whether the chain model describes the plans without step checkpoints on
 // `graph`'s run. Not under JAX at rollout > 1: XLA's scanned rollout then
 // stacks JAX's linearization residuals of the ops outside every
-// checkpoint (docs/cost-model.md J11), which its stage replays do not
+// checkpoint (docs/journal.md J11), which its stage replays do not
 // model; the simulator does. Those runs are searched with each step
 // checkpointed (DeepMind's gradient_checkpointing), the loop body's model.
 bool chain_model_covers_unstepped_plans(const CostGraph& graph);

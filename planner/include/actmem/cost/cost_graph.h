@@ -49,11 +49,11 @@ struct Tensor {
   bool requires_grad = false;
   // Bytes per element of its gradient when they differ (0: element_bytes):
   // JAX's carried frames are kept in the activation dtype while their
-  // cotangent stays float32 (docs/cost-model.md J9).
+  // cotangent stays float32 (docs/journal.md J9).
   int gradient_element_bytes = 0;
   // Its bytes where the compiler's layout pads it (0: rows × cols ×
   // element_bytes), its gradient's alike: XLA:TPU's tiles of a scanned
-  // rollout's carried frames (docs/cost-model.md J39).
+  // rollout's carried frames (docs/journal.md J39).
   std::int64_t padded_bytes = 0;
   // Its rows already count the padded planes of XLA:TPU's per-variable
   // layout ([lat, lon] planes in (8, 128) tiles: DeepMind's targets on a
@@ -232,7 +232,7 @@ class CostGraph {
 // src/cost/cut_points.cpp accepts, and computes the lifetimes from the DAG.
 // For JAX at float32 finish() first stores the outputs that XLA:TPU keeps
 // in bfloat16 as matmul operands in 2 bytes a value, their gradients in 4
-// (docs/cost-model.md J13), whatever the architecture.
+// (docs/journal.md J13), whatever the architecture.
 // A step beyond actmem/util/limits.h is refused as it grows, before it takes the
 // memory: tensors totalling more than kMaxStepBytes, or more than
 // kMaxStepOps ops, are an InputError naming the batch or the rollout (or the

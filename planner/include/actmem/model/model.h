@@ -121,7 +121,7 @@ std::string fingerprint(const ModelDescription& model);
 // (latitudes, longitudes; docs/geometry.md) when it is a grid resolution and
 // that grid has `grid_nodes` points; nullopt otherwise (no resolution given,
 // or explicit counts of another grid). Under JAX such a model's targets are
-// one array per variable over this grid (docs/cost-model.md J26).
+// one array per variable over this grid (docs/journal.md J26).
 std::optional<std::pair<std::int64_t, std::int64_t>> lat_lon_shape(const ModelDescription& model);
 
 // Trainable parameters: those the builder of the model's architecture

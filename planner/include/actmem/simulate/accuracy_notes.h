@@ -3,7 +3,7 @@
 // own figure, for the kinds of run validated apart from the rest
 // (docs/validation-jax.md): a JAX profile read for a GPU (measured off by
 // more than 5%), a JAX rollout whose steps are not checkpointed (fewer
-// cases, and XLA's choice of order read from them, docs/cost-model.md J16).
+// cases, and XLA's choice of order read from them, docs/journal.md J16).
 // Each note is one sentence that names the measurement it rests on;
 // `simulate` prints them after "note: " and every JSON report carries them
 // as `notes`.
