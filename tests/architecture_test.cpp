@@ -4,10 +4,12 @@
 // register_architecture(). Model files select it by name, and the readers,
 // plans, the simulator and the solver work on it unchanged. The
 // architecture sketched here is a GenCast-style processor without edge
-// updates (a stack of residual MLP blocks on the mesh nodes, whose hidden
-// width is its own field `mlp_expansion` times the latent size, standing in
-// for graph-transformer layers), between an encoder and a decoder that have
-// none either.
+// updates: a stack of transformer blocks on the mesh nodes, each an
+// attention over a window of keys per node (q·kᵀ, softmax, the values
+// mixed by the weights: a stand-in for a graph transformer's attention
+// over the mesh edges) and an MLP whose hidden width is its own field
+// `mlp_expansion` times the latent size, each with a residual; between an
+// encoder and a decoder that have no edge updates either.
 
 #include <algorithm>
 #include <map>
@@ -31,8 +33,8 @@
 namespace actmem {
 namespace {
 
-// encoder (grid features to mesh latents), block.0..block.{K-1} (residual
-// MLP blocks, K = processor_steps), decoder (mesh latents to the
+// encoder (grid features to mesh latents), block.0..block.{K-1}
+// (transformer blocks, K = processor_steps), decoder (mesh latents to the
 // prediction), loss; every tensor has a row per mesh node.
 class MeshTransformerBuilder {
  public:
@@ -51,11 +53,14 @@ class MeshTransformerBuilder {
     return stages;
   }
 
+  // Keys each node's attention weighs.
+  static constexpr std::int64_t kWindow = 16;
+
   // What build() declares: the weights and biases of its linears.
   static std::int64_t parameter_count(const ModelDescription& m) {
     const std::int64_t w = m.latent_size, hidden = m.architecture_fields.at("mlp_expansion") * w;
-    return (m.grid_input_features + 1) * w + m.processor_steps * ((w + 1) * hidden + (hidden + 1) * w) +
-           (w + 1) * m.output_features;
+    return (m.grid_input_features + 1) * w +
+           m.processor_steps * (3 * (w + 1) * w + (w + 1) * hidden + (hidden + 1) * w) + (w + 1) * m.output_features;
   }
 
   CostGraph build() {
@@ -64,6 +69,13 @@ class MeshTransformerBuilder {
     TensorId h = linear(features, model_.latent_size, 0, "encoder");
     for (int k = 1; k <= model_.processor_steps; ++k) {
       const std::string name = fmt::format("block.{}", k - 1);
+      const TensorId q = linear(h, model_.latent_size, k, name + ".q");
+      const TensorId keys = linear(h, model_.latent_size, k, name + ".k");
+      const TensorId values = linear(h, model_.latent_size, k, name + ".v");
+      const TensorId scores = product(q, keys, kWindow, k, name + ".scores");
+      const TensorId weights = unary(OpKind::softmax, scores, k, name + ".softmax");
+      const TensorId mixed = product(weights, values, model_.latent_size, k, name + ".mix");
+      h = binary(OpKind::add, h, mixed, k, name + ".attention_residual", model_.latent_size);
       const TensorId up = linear(h, hidden_, k, name + ".up");
       const TensorId act = unary(OpKind::silu, up, k, name + ".silu");
       const TensorId down = linear(act, model_.latent_size, k, name + ".down");
@@ -103,6 +115,21 @@ class MeshTransformerBuilder {
     op.inputs = {x, w, bias};
     op.outputs = {y};
     op.forward_flops = 2.0 * static_cast<double>(rows_ * in * out);
+    op.backward_flops = 2 * op.forward_flops;
+    b_.add_op(op);
+    return y;
+  }
+  // a·b of two activations, `cols` wide (each row's product with its
+  // window: the operands' inner width is theirs).
+  TensorId product(TensorId a, TensorId c, std::int64_t cols, int stage, const std::string& name) {
+    const TensorId y = activation(name + ".out", rows_, cols, 2);
+    Op op;
+    op.kind = OpKind::matmul;
+    op.name = name;
+    op.stage = stage;
+    op.inputs = {a, c};
+    op.outputs = {y};
+    op.forward_flops = 2.0 * static_cast<double>(rows_ * b_.tensor(a).cols * cols);
     op.backward_flops = 2 * op.forward_flops;
     b_.add_op(op);
     return y;
@@ -259,6 +286,68 @@ TEST_SUITE("architecture seam") {
     CHECK_THROWS_WITH_AS(
         plan_from_json(nlohmann::json::parse(R"({"checkpoints": [], "edge_blocks": {"block.0": 2}})"), g.chain(), "p"),
         "p: /edge_blocks/block.0: stage has no edge update to block (no stage of this model has one)", InputError);
+  }
+
+  TEST_CASE("another architecture: its attention keeps what the derivatives read") {
+    // After PyTorch's forward pass with nothing checkpointed, the live
+    // activations are what each op keeps for its backward, counted here
+    // from the derivatives alone: a linear's and SiLU's input, both of a
+    // product's operands (each one's gradient reads the other), softmax's
+    // output (its gradient is y ⊙ (dy − Σ y·dy)), the loss's prediction,
+    // and the loss itself, a prediction-sized buffer in PyTorch.
+    const CostGraph g = mesh_transformer(Framework::pytorch);
+    std::vector<TensorId> kept;
+    auto keep = [&](TensorId t) {
+      if (g.tensor(t).role == TensorRole::activation && std::find(kept.begin(), kept.end(), t) == kept.end())
+        kept.push_back(t);
+    };
+    int products = 0, softmaxes = 0;
+    std::int64_t loss_bytes = 0;
+    for (const Op& op : g.ops()) {
+      switch (op.kind) {
+        case OpKind::linear:
+        case OpKind::silu: keep(op.inputs[0]); break;
+        case OpKind::matmul:
+          keep(op.inputs[0]);
+          keep(op.inputs[1]);
+          ++products;
+          break;
+        case OpKind::softmax:
+          keep(op.outputs[0]);
+          ++softmaxes;
+          break;
+        case OpKind::mse_loss:
+          keep(op.inputs[0]);
+          loss_bytes = g.tensor(op.inputs[0]).bytes();
+          break;
+        default: break;
+      }
+    }
+    REQUIRE(products == 2 * 6);
+    REQUIRE(softmaxes == 6);
+    std::int64_t expected = loss_bytes;
+    for (TensorId t : kept) expected += g.tensor(t).bytes();
+    const Device device = load_device("a100-80gb");
+    const Report none = simulate(g, device, device.memory_bytes, builtin_plan("none", g.chain()));
+    CHECK(none.activation_bytes_after_forward == expected);
+
+    // Softmax's output outlives the product that also keeps it: from that
+    // product's backward to softmax's the live activations lose the values
+    // alone (the product's other operand), not the weights.
+    SimulationOptions timeline;
+    timeline.record_timeline = true;
+    const Report traced = simulate(g, device, device.memory_bytes, builtin_plan("none", g.chain()), timeline);
+    auto activations_at = [&](const std::string& op) {
+      for (const TimelinePoint& p : traced.timeline)
+        if (p.at.pass == Pass::backward && p.at.op == op) return p.live.activations;
+      FAIL("no backward sample at ", op);
+      return std::int64_t{0};
+    };
+    const auto mix =
+        std::find_if(g.ops().begin(), g.ops().end(), [](const Op& op) { return op.name == "block.0.mix"; });
+    REQUIRE(mix != g.ops().end());
+    const TensorId values = mix->inputs[1];
+    CHECK(activations_at("block.0.mix") - activations_at("block.0.softmax") == g.tensor(values).bytes());
   }
 
   TEST_CASE("another architecture: simulated and solved with no change outside its builder") {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <boost/graph/adjacency_list.hpp>
@@ -21,7 +22,11 @@ struct CostGraph::Dag {
   Graph graph;
 };
 
-std::string to_string(OpKind kind) {
+namespace {
+
+// Every kind's name: the switch names every enumerator (-Wswitch), and a
+// value past kOpKindCount has none, so kOpKindCount counts them all.
+constexpr std::string_view kind_name(OpKind kind) {
   switch (kind) {
     case OpKind::linear: return "linear";
     case OpKind::silu: return "silu";
@@ -34,8 +39,20 @@ std::string to_string(OpKind kind) {
     case OpKind::mse_loss: return "mse_loss";
     case OpKind::next_input: return "next_input";
     case OpKind::cast: return "cast";
+    case OpKind::matmul: return "matmul";
+    case OpKind::softmax: return "softmax";
   }
-  return "?";
+  return {};
+}
+static_assert(!kind_name(static_cast<OpKind>(kOpKindCount - 1)).empty() &&
+                  kind_name(static_cast<OpKind>(kOpKindCount)).empty(),
+              "kOpKindCount must be the last OpKind plus one");
+
+}  // namespace
+
+std::string to_string(OpKind kind) {
+  const std::string_view name = kind_name(kind);
+  return name.empty() ? "?" : std::string(name);
 }
 
 CostGraph::CostGraph() : dag_(std::make_unique<Dag>()) {}

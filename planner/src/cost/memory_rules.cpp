@@ -206,6 +206,11 @@ const std::array kRules = std::to_array<MemoryRule>({
        op(p, OpKind::silu).linearization = {bit(0), 2, 0, 0};
        op(p, OpKind::layer_norm).linearization = {0, 0, 3, 2};
        op(p, OpKind::mse_loss).linearization = {0, 0, 1, 0};
+       // Attention's, as JAX's derivatives name them (not yet read off a
+       // compiled transformer): a product keeps both operands, softmax
+       // its output.
+       op(p, OpKind::matmul).linearization = {bit(0) | bit(1), 0, 0, 0};
+       op(p, OpKind::softmax).linearization = {0, 1, 0, 0};
      }},
     {{"xla.scan.stacks_linear_inputs_in_bfloat16", jax, kAlways,
       "The forward loop stacks a linear's input in bfloat16 whatever the activations' dtype.", "J53"},

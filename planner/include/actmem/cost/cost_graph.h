@@ -88,10 +88,13 @@ enum class OpKind {
   add,          // inputs {a, b}: residual
   mse_loss,     // inputs {prediction, target}; output a scalar
   next_input,   // inputs {prediction, static features}: the next rollout step's grid input
-  cast          // inputs {x}: x in another dtype (PyTorch autocast's casts to and from bfloat16)
+  cast,         // inputs {x}: x in another dtype (PyTorch autocast's casts to and from bfloat16)
+  matmul,       // inputs {a, b}, two activations: their product (attention's scores, q·kᵀ, and its mix, p·v)
+  softmax       // inputs {x}: softmax along each row (attention's weights)
 };
-// How many kinds there are: the last one's value plus one.
-inline constexpr int kOpKindCount = static_cast<int>(OpKind::cast) + 1;
+// How many kinds there are: the last one's value plus one (cost_graph.cpp
+// checks at compile time that no kind lies beyond it).
+inline constexpr int kOpKindCount = static_cast<int>(OpKind::softmax) + 1;
 
 std::string to_string(OpKind kind);
 
