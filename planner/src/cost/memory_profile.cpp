@@ -21,7 +21,7 @@ void common_rules(MemoryProfile& p) {
   rule(p, OpKind::next_input).grads_alias_output = true;  // a concat
   rule(p, OpKind::next_input).grads_are_slices = true;
   rule(p, OpKind::matmul).saved_inputs = bit(0) | bit(1);  // each operand's gradient reads the other
-  rule(p, OpKind::softmax).saved_outputs = bit(0);          // y: dx = y ⊙ (dy − Σ y·dy)
+  rule(p, OpKind::softmax).saved_outputs = bit(0);         // y: dx = y ⊙ (dy − Σ y·dy)
   // gather and scatter_add keep only their index (an input); a cast keeps
   // nothing, and its backward casts the gradient back (a fresh buffer).
 }
