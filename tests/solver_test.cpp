@@ -482,9 +482,9 @@ TEST_SUITE("solver") {
         Plan processor = empty_plan(g.stages());
         processor.checkpoints.push_back({2, n - 2, {}});
         CHECK(model.predict(processor).peak_bytes == simulate(g, device, device.memory_bytes, processor).peak_bytes);
-        REQUIRE(model.deferred().threshold > 0);
-        CHECK(model.recompute_plain(0, 2, 1, 2, n - 2, {}, /*pending=*/true).ran_deferred);
-        CHECK_FALSE(model.recompute_plain(0, 2, 1, 2, n - 2, {}).ran_deferred);
+        REQUIRE(model.pending_effect().threshold > 0);
+        CHECK(model.recompute_plain(0, 2, 1, 2, n - 2, {}, /*pending=*/true).ran_pending);
+        CHECK_FALSE(model.recompute_plain(0, 2, 1, 2, n - 2, {}).ran_pending);
         for (int i = 0; i < 60; ++i) {
           const Plan plan = random_plan(rng, n, edges_per_stage(g.chain()));
           CAPTURE(describe(plan, g.stages()));
@@ -508,8 +508,8 @@ TEST_SUITE("solver") {
       CAPTURE(run_name);
       const CostGraph g = graph_for(model_from_json(json, "tiny.json"), c);
       detail::ChainModel model(g, device);
-      CHECK(model.plain(0, 3, 2, {}, /*pending=*/true).backward_ran_deferred);
-      CHECK_FALSE(model.plain(0, 3, 1, {}, /*pending=*/true).backward_ran_deferred);
+      CHECK(model.plain(0, 3, 2, {}, /*pending=*/true).backward_ran_pending);
+      CHECK_FALSE(model.plain(0, 3, 1, {}, /*pending=*/true).backward_ran_pending);
       for (std::int64_t p0 : {1, 2, 4})
         for (std::int64_t p1 : {1, 2, 4}) {
           Plan plan = empty_plan(g.stages());
@@ -525,7 +525,7 @@ TEST_SUITE("solver") {
     // Under JAX a region from the encoder to a processor step recomputes
     // and differentiates the encoder's grid-node MLP (only the decoder
     // reads it) before the rest of the region: the encoder's replay as a
-    // plain child of such a region reports it as its early piece, which the
+    // plain child of such a region reports it as its ahead piece, which the
     // region program puts before the region's recomputation. Composed
     // exactly, at batch 1 and 2 and under float32, and not under PyTorch.
     const Device device = load_device("a100-80gb");
@@ -537,14 +537,14 @@ TEST_SUITE("solver") {
       const int n = static_cast<int>(g.stages().size());
       detail::ChainModel model(g, device);
       const bool jax = c.framework == Framework::jax;
-      CHECK(model.complete_branch_first() == jax);
+      CHECK(model.runs_ahead() == jax);
       for (int to = 0; to + 1 < n; ++to) {
         CAPTURE(to);
         const detail::Effect& encoder = model.recompute_plain(0, 0, 1, 0, to);
         // Up to mesh_edge_embed (1), which reads nothing of it, the whole
         // encoder is its branch; from processor.0 (2) on, which reads its
         // mesh side, the grid-node MLP alone.
-        CHECK((encoder.early_peak > 0) == jax);
+        CHECK((encoder.ahead_peak > 0) == jax);
         CHECK((encoder.forward_peak > 0) == (to >= 2 || !jax));
         Plan plan = empty_plan(g.stages());
         plan.checkpoints.push_back({0, to, {}});
@@ -567,7 +567,7 @@ TEST_SUITE("solver") {
       const CostGraph g = graph_for(testing::tiny_model(3), c);
       detail::ChainModel model(g, device);
       const bool jax = c.framework == Framework::jax;
-      CHECK(model.blocked_readers() == (jax ? std::vector<int>{2, 3, 4} : std::vector<int>{}));
+      CHECK(model.condition_stages() == (jax ? std::vector<int>{2, 3, 4} : std::vector<int>{}));
       detail::SearchSpace space;
       space.block_choices = {1, 2};
       std::vector<int> last_blocked;
@@ -576,7 +576,7 @@ TEST_SUITE("solver") {
         last_blocked.push_back(model.condition_of(cand.plan));
       }
       CHECK(model.condition() == -1);  // the search leaves the model as it found it
-      for (int reader : model.blocked_readers())
+      for (int reader : model.condition_stages())
         CHECK(std::count(last_blocked.begin(), last_blocked.end(), reader) > 0);
       // A plan predicted under another plan's condition: predict() sets its own.
       Plan blocked = empty_plan(g.stages());
@@ -593,7 +593,7 @@ TEST_SUITE("solver") {
     j["mesh_nodes"] = 3000;
     const CostGraph g = graph_for(model_from_json(j, "tiny.json"), kRuns[4]);
     detail::ChainModel model(g, device);
-    CHECK(model.blocked_readers().empty());
+    CHECK(model.condition_stages().empty());
     Plan blocked = empty_plan(g.stages());
     blocked.edge_blocks[4] = 2;
     CHECK(model.predict(blocked).peak_bytes == simulate(g, device, device.memory_bytes, blocked).peak_bytes);
@@ -623,14 +623,14 @@ TEST_SUITE("solver") {
       const int n = static_cast<int>(g.stages().size());
       detail::ChainModel model(g, device);
       const bool jax = c.framework == Framework::jax;
-      REQUIRE(model.has_top_level_branch() == jax);
+      REQUIRE(model.has_top_level_ahead() == jax);
       if (jax) {
         const detail::Effect& encoder = model.plain(0, 0, 1);
-        CHECK(encoder.top_level_branch);
-        CHECK(encoder.early_delta < 0);  // it frees the MLP's residuals
+        CHECK(encoder.ahead_at_top_level);
+        CHECK(encoder.ahead_delta < 0);  // it frees the MLP's residuals
         // The blocks' checkpoint keeps the grid embedding, which the MLP
         // no longer keeps either since J41: the conditions agree here.
-        CHECK(model.plain(0, 0, 2).early_delta >= encoder.early_delta);
+        CHECK(model.plain(0, 0, 2).ahead_delta >= encoder.ahead_delta);
       }
       // Every flat plan with blocks 1, 2 or 4 (odd block counts: the
       // composition test above).
@@ -680,8 +680,8 @@ TEST_SUITE("solver") {
       const bool jax = c.framework == Framework::jax;
       // processor.0's inputs from before it: the encoder's mesh nodes and
       // the mesh-edge embedding, which only it reads.
-      CHECK((model.released_at_last_reader(0, 2, 3, -1, 2) > 0) == jax);
-      CHECK(model.released_at_last_reader(0, 2, 3, -1, 2) <= model.kept_bytes(0, 2, 3, -1, 2));
+      CHECK((model.released_before_end(0, 2, 3, -1, 2) > 0) == jax);
+      CHECK(model.released_before_end(0, 2, 3, -1, 2) <= model.kept_bytes(0, 2, 3, -1, 2));
       std::vector<Plan> plans;
       for (const std::vector<Region>& regions : {std::vector<Region>{{2, 3, {}}},
                                                  {{2, 3, {{2, 2, {}}}}},

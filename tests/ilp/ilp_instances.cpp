@@ -254,14 +254,14 @@ SolverOptions options_of(bool nested) {
 // its complete branches (J33) or after them, and a stage left of the
 // boundary does (in that phase).
 constexpr int kWaits = 1, kRegionRuns = 2, kRunsLeft = 4, kBranchRuns = 8;
-// J36 (where ChainModel::has_top_level_branch()): the first stage runs
+// J36 (where ChainModel::has_top_level_ahead()): the first stage runs
 // plain in one block (kFirstPlain) or in several (kFirstPlainBlocked), its
 // complete branch then differentiated after the segment that holds the
 // decoder, whose column takes its effect (chosen there, then carried; the
 // first stage's column must agree); neither: in a region.
 constexpr int kFirstPlain = 16, kFirstPlainBlocked = 32, kFirstStageBits = kFirstPlain | kFirstPlainBlocked;
 // And above these bits, J35's condition as seen from the boundary: 1 + the
-// last stage of ChainModel::blocked_readers() right of it that runs in
+// last stage of ChainModel::condition_stages() right of it that runs in
 // blocks (0: none does). A stage's effects are the model's under it (the
 // copies its LayerNorms drop follow from the plan's last blocked reader,
 // which, if any lies right of the stage, is that one); a blocked reader
@@ -354,14 +354,14 @@ Program build_program(const CostGraph& g, const Device& device, bool nested) {
         const bool waits = flags & kWaits;
         const int last_blocked = (flags >> kConditionShift) - 1;
         model.set_condition(last_blocked);
-        const bool reader = std::binary_search(model.blocked_readers().begin(), model.blocked_readers().end(), s);
+        const bool reader = std::binary_search(model.condition_stages().begin(), model.condition_stages().end(), s);
         // J36: chosen by the decoder's stage, carried, checked by the first.
         std::vector<int> first_choices{flags & kFirstStageBits};
-        if (s == n - 1 && model.has_top_level_branch()) first_choices = {0, kFirstPlain, kFirstPlainBlocked};
+        if (s == n - 1 && model.has_top_level_ahead()) first_choices = {0, kFirstPlain, kFirstPlainBlocked};
         for (const Role& role : roles)
           for (std::int64_t blk : blocks)
             for (const int first : first_choices) {
-              if (s == 0 && model.has_top_level_branch() &&
+              if (s == 0 && model.has_top_level_ahead() &&
                   first != (role.kind != kPlain ? 0
                             : blk > 1           ? kFirstPlainBlocked
                                                 : kFirstPlain))
@@ -380,7 +380,7 @@ Program build_program(const CostGraph& g, const Device& device, bool nested) {
                       blocks0 = b;
                       break;
                     }
-                return model.top_level_branch_effect(cls, blocks0, out);
+                return model.top_level_ahead_effect(cls, blocks0, out);
               };
               // Inside a region (a boundary right of s that is not its end)
               // the flags are the region's; a stage starting one needs none.
@@ -405,7 +405,7 @@ Program build_program(const CostGraph& g, const Device& device, bool nested) {
                 const detail::Piece h = branch(out);
                 col.h = h.delta;
                 col.h_peak = h.peak;
-                col.out_flags = ((waits && !e.backward_ran_deferred) || e.defers ? kWaits : 0) | carried_bits;
+                col.out_flags = ((waits && !e.backward_ran_pending) || e.leaves_pending ? kWaits : 0) | carried_bits;
                 col.out_state = intern(k, s, out, col.out_flags);
                 p.columns.push_back(col);
                 continue;
@@ -428,12 +428,12 @@ Program build_program(const CostGraph& g, const Device& device, bool nested) {
                 col.released_inner = inner.released_at_end;
                 if (s == role.c)  // and what J37 lets go at its end of the region's
                   col.released_inner += model.kept_bytes(cls, role.c, role.d, role.a, role.c) +
-                                        model.released_at_last_reader(cls, role.c, role.d, -1, role.a);
+                                        model.released_before_end(cls, role.c, role.d, -1, role.a);
                 backward = &inner;
               }
               if (s == role.a)  // less what J37 lets go before
                 col.released_region = model.kept_bytes(cls, role.a, role.b, -1, role.a) -
-                                      model.released_at_last_reader(cls, role.a, role.b, -1, role.a);
+                                      model.released_before_end(cls, role.a, role.b, -1, role.a);
               col.b = backward->backward_delta;
               col.b_peak = backward->backward_peak;
               detail::GradState out = state;
@@ -454,8 +454,8 @@ Program build_program(const CostGraph& g, const Device& device, bool nested) {
                              : region_runs != ((flags & kRegionRuns) ? 1 : 0) ||
                                    branch_runs != ((flags & kBranchRuns) ? 1 : 0))
                     continue;
-                  if (!branch_runs && pending && pending->early_ran_deferred) continue;
-                  const bool runs = pending && (branch_runs ? pending->early_ran_deferred : pending->ran_deferred);
+                  if (!branch_runs && pending && pending->ahead_ran_pending) continue;
+                  const bool runs = pending && (branch_runs ? pending->ahead_ran_pending : pending->ran_pending);
                   const bool runs_left_of_next = enters ? region_runs : (flags & kRunsLeft);
                   for (int runs_left : {0, 1}) {
                     if (runs ? !runs_left_of_next : runs_left != static_cast<int>(runs_left_of_next)) continue;
@@ -465,8 +465,8 @@ Program build_program(const CostGraph& g, const Device& device, bool nested) {
                     Column x = col;
                     x.r = (here && !branch_runs ? r : rc).forward_delta;
                     x.r_peak = (here && !branch_runs ? r : rc).forward_peak;
-                    x.e = (here && branch_runs ? r : rc).early_delta;
-                    x.e_peak = (here && branch_runs ? r : rc).early_peak;
+                    x.e = (here && branch_runs ? r : rc).ahead_delta;
+                    x.e_peak = (here && branch_runs ? r : rc).ahead_peak;
                     x.out_flags = (s == role.a ? (waits && !region_runs ? kWaits : 0)
                                                : (waits ? kWaits : 0) | (region_runs ? kRegionRuns : 0) |
                                                      (branch_runs ? kBranchRuns : 0) | (runs_left ? kRunsLeft : 0)) |
@@ -510,8 +510,8 @@ Program build_program(const CostGraph& g, const Device& device, bool nested) {
   for (std::size_t j = 0; j < m; ++j) {
     const Column& c = p.columns[j];
     if (c.step != 0 || c.stage != 0 || !(c.out_flags & kWaits)) continue;
-    p.memory[p.memory.size() - 2].coefficients[j] += model.deferred().delta;
-    p.memory[p.memory.size() - 1].coefficients[j] += model.deferred().peak;
+    p.memory[p.memory.size() - 2].coefficients[j] += model.pending_effect().delta;
+    p.memory[p.memory.size() - 1].coefficients[j] += model.pending_effect().peak;
   }
   // One column per stage and step (and per earlier step's loss).
   for (int k = 0; k < steps; ++k)

@@ -36,6 +36,10 @@ MemoryProfile memory_profile(const RunOptions& run, Implementation implementatio
   return p;
 }
 
+bool scans_checkpointed_steps(const CostGraph& graph) {
+  return memory_profile(graph.run(), graph.model().implementation).step_checkpoint_scanned;
+}
+
 bool read_saves(const CostGraph& graph, const MemoryProfile& profile, OpId reader, TensorId t) {
   const Op& op = graph.op(reader);
   const OpMemoryRule& rule = profile.rule(op.kind);

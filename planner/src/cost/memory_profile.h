@@ -287,6 +287,9 @@ struct MemoryProfile {
 // run's framework that applies to its dtype, batch and implementation
 // (PyTorch: how it aggregates), but those in run.rules_off.
 MemoryProfile memory_profile(const RunOptions& run, Implementation implementation);
+// Whether `graph`'s rollout, each step checkpointed, runs as XLA's scanned
+// loop (MemoryProfile::step_checkpoint_scanned, J6).
+bool scans_checkpointed_steps(const CostGraph& graph);
 
 // Sets in `profile` what each rule that applies to the run sets, but those
 // in run.rules_off (memory_rules.cpp).

@@ -51,8 +51,8 @@ void MemoryMachine::set_up(MachineSetup setup) {
   parameter_gradients_last_ = setup.parameter_gradients_last;
   bulk_equal_blocks_ = setup.bulk_equal_blocks;
   blocked_edge_stages_ = std::move(setup.blocked_edge_stages);
-  run_deferred_at_end_ = !setup.deferred_left_to_caller;
-  deferred_elsewhere_ = setup.deferred_elsewhere;
+  run_pending_at_end_ = !setup.pending_left_to_caller;
+  pending_elsewhere_ = setup.pending_elsewhere;
 }
 
 void MemoryMachine::release_losses() {

@@ -63,6 +63,18 @@ std::vector<int> later_edge_update_stages_reached(const CostGraph& graph, OpId o
 // (then J35 does not apply: where mesh nodes and mesh edges are equally
 // many, a node LayerNorm reaching the decoder would break it).
 std::vector<int> blocked_edge_readers(const CostGraph& graph, const MemoryProfile& profile);
+// Whether top-level regions run work ahead of their recomputation (a
+// stage's complete branch, J33), as MemoryMachine::backward_region() does:
+// outside scanned loops (`loop_body`) and rollouts that stack residuals.
+bool top_level_regions_run_ahead(const MemoryProfile& profile, const RunOptions& run, bool loop_body);
+// Whether a nested region holds its recomputed outputs through its own
+// backward (PyTorch's reentrant checkpoint).
+bool nested_regions_hold_outputs(const MemoryProfile& profile);
+// The ops whose buffers depend on which later stages run their edge updates
+// in blocks (a plan condition for the solver: the aligned LayerNorms whose
+// copies blocked readers drop, J35), in op order, each with those later
+// stages (sorted); none where `profile` drops no copies.
+std::vector<std::pair<OpId, std::vector<int>>> conditioned_ops(const CostGraph& graph, const MemoryProfile& profile);
 // The target `op` reads, if it is a step's loss over a target input; else -1.
 TensorId step_target(const CostGraph& graph, const Op& op);
 // A step's float32 target (an input the loss reads) as XLA:TPU's scanned
@@ -87,10 +99,10 @@ struct TensorState {
 };
 
 // The effect of running the deferred ops of the decoder's edge embedding
-// (J32, MemoryMachine::run_deferred()), relative to the memory just
+// (J32, MemoryMachine::run_pending()), relative to the memory just
 // before: its peak and its net change; and the bytes an op of a region's
 // recomputation must write to set them off.
-struct DeferredEffect {
+struct PendingEffect {
   std::int64_t threshold = 0, peak = 0, delta = 0;
 };
 
@@ -120,12 +132,12 @@ struct MachineSetup {
   // or J35 does not apply: blocked_edge_readers()).
   std::vector<char> blocked_edge_stages;
   // The deferred ops (J32) are left to the caller as the outermost
-  // backward ends (a stage's replay: StageRun::defers), not run.
-  bool deferred_left_to_caller = false;
+  // backward ends (a stage's replay: StageRun::leaves_pending), not run.
+  bool pending_left_to_caller = false;
   // What running the deferred ops an earlier stage's replay left waiting
   // does, applied where this execution sets them off (then
-  // ran_deferred_elsewhere()); none: nothing waits elsewhere.
-  std::optional<DeferredEffect> deferred_elsewhere;
+  // ran_pending_elsewhere()); none: nothing waits elsewhere.
+  std::optional<PendingEffect> pending_elsewhere;
 };
 
 class MemoryMachine {
@@ -166,7 +178,7 @@ class MemoryMachine {
   // what the loop holds around it allocated.
   virtual void on_loop_body_start() {}
   // The top level's complete branch (J36) has been differentiated.
-  virtual void on_top_level_branch_done() {}
+  virtual void on_top_level_ahead_done() {}
   virtual void mark_block_cost() {}
   virtual void repeat_block_cost(std::int64_t /*count*/) {}
 
@@ -218,12 +230,12 @@ class MemoryMachine {
   // gradients) until an op of a region's recomputation writes more than
   // `deferred_threshold_` bytes (deferred_set_off()), or until the
   // outermost backward() ends.
-  bool has_deferred() const { return !deferred_.empty(); }
-  void run_deferred();
-  std::int64_t deferred_threshold() const { return deferred_threshold_; }
+  bool has_pending() const { return !deferred_.empty(); }
+  void run_pending();
+  std::int64_t pending_threshold() const { return deferred_threshold_; }
   // Whether this execution ran them where an earlier stage's replay left
-  // them waiting (MachineSetup::deferred_elsewhere).
-  bool ran_deferred_elsewhere() const { return ran_deferred_elsewhere_; }
+  // them waiting (MachineSetup::pending_elsewhere).
+  bool ran_pending_elsewhere() const { return ran_pending_elsewhere_; }
 
   // ---- a region's complete branches, first (J33) ----
   // Per item of `items` (a top-level region's children, or one stage's
@@ -280,11 +292,11 @@ class MemoryMachine {
   void slice_step_target(const std::vector<OpId>& step_ops);
 
   // ---- J31's copies an edge update in blocks does away with (J35) ----
-  // Whether aligned LayerNorm `op` makes no copy, a later stage's edge
-  // update its output reaches running in blocks: by default, one of
-  // MachineSetup::blocked_edge_stages (a whole step's plan); a stage's
-  // replay knows it from its context.
-  virtual bool norm_copy_dropped(OpId op) const;
+  // Whether one of conditioned_ops(), `op`, reaches a later stage whose
+  // edge update runs in blocks (then its copy is dropped): by default, as
+  // MachineSetup::blocked_edge_stages says (a whole step's plan); a stage's
+  // replay knows it from its plan condition.
+  virtual bool reaches_blocked_stage(OpId op) const;
 
   // ---- execution ----
   // `saving`: ops keep what the framework keeps for backward (false inside
@@ -379,9 +391,9 @@ class MemoryMachine {
   // of it was sampled instead, J17).
   int quiet_ = 0;
   // The setup's pending work (J32), and whether this execution ran it.
-  bool run_deferred_at_end_ = true;
-  std::optional<DeferredEffect> deferred_elsewhere_;
-  bool ran_deferred_elsewhere_ = false;
+  bool run_pending_at_end_ = true;
+  std::optional<PendingEffect> pending_elsewhere_;
+  bool ran_pending_elsewhere_ = false;
   // Regions whose recomputation (forward) is under way: only their ops set
   // the deferred ops off.
   int recompute_depth_ = 0;

@@ -91,7 +91,7 @@ void MemoryMachine::backward(const std::vector<Item>& items, std::int64_t block_
     release_weight_gradient_operands();
     begin_step_backward(step);
   }
-  if (deferring && run_deferred_at_end_) run_deferred();
+  if (deferring && run_pending_at_end_) run_pending();
 }
 
 // Recompute the region's forward keeping what backward needs, then

@@ -13,6 +13,13 @@
 
 namespace actmem::detail {
 
+bool top_level_regions_run_ahead(const MemoryProfile& profile, const RunOptions& run, bool loop_body) {
+  return profile.complete_branch_backward_first && !loop_body &&
+         !profile.stacks_linearization_residuals(run, /*step_checkpoint=*/false);
+}
+
+bool nested_regions_hold_outputs(const MemoryProfile& profile) { return profile.nested_recompute_keeps_outputs; }
+
 MemoryMachine::TopLevelBranch MemoryMachine::take_top_level_branch(const std::vector<Item>& items) {
   int output_stage = -1;
   for (std::size_t s = 0; s < g_.chain().size(); ++s)
@@ -50,10 +57,10 @@ MemoryMachine::TopLevelBranch MemoryMachine::take_top_level_branch(const std::ve
 void MemoryMachine::run_top_level_branch(TopLevelBranch& branch) {
   for (auto& [op, saved] : branch.ops) backward_op(op, std::move(saved), 0, -1);
   branch.ops.clear();
-  on_top_level_branch_done();
+  on_top_level_ahead_done();
 }
 
-void MemoryMachine::run_deferred() {
+void MemoryMachine::run_pending() {
   std::vector<Deferred> deferred = std::move(deferred_);
   deferred_.clear();
   for (Deferred& d : deferred) backward_op(d.op, std::move(d.saved), 0, -1);
@@ -107,17 +114,17 @@ std::int64_t MemoryMachine::bytes_written(const Op& op, const OpMemoryRule& rule
 // list scheduler runs the ready op that frees the most bytes less those it
 // makes, and theirs frees nothing while making that gradient, J32).
 void MemoryMachine::deferred_set_off(const Op& op, const OpMemoryRule& rule, std::int64_t block_rows) {
-  if (deferred_.empty() && !(deferred_elsewhere_ && !ran_deferred_elsewhere_)) return;
-  const std::int64_t threshold = deferred_.empty() ? deferred_elsewhere_->threshold : deferred_threshold_;
+  if (deferred_.empty() && !(pending_elsewhere_ && !ran_pending_elsewhere_)) return;
+  const std::int64_t threshold = deferred_.empty() ? pending_elsewhere_->threshold : deferred_threshold_;
   if (bytes_written(op, rule, block_rows) <= threshold) return;
   if (!deferred_.empty()) {
-    run_deferred();
+    run_pending();
     return;
   }
-  live_[kWorkspace] += deferred_elsewhere_->peak;
+  live_[kWorkspace] += pending_elsewhere_->peak;
   sample_transient();
-  live_[kWorkspace] += deferred_elsewhere_->delta - deferred_elsewhere_->peak;
-  ran_deferred_elsewhere_ = true;
+  live_[kWorkspace] += pending_elsewhere_->delta - pending_elsewhere_->peak;
+  ran_pending_elsewhere_ = true;
 }
 
 // A top-level region's recomputation (in the context begun for it) and

@@ -116,13 +116,22 @@ std::vector<int> blocked_edge_readers(const CostGraph& graph, const MemoryProfil
 MemoryMachine::NormCopy MemoryMachine::norm_copy(OpId id, Pass pass) const {
   if (!aligned_edge_norm(g_, profile_, id)) return NormCopy::none;
   const Op& op = g_.op(id);
-  if (current_[static_cast<std::size_t>(op.inputs[0])] < 0 || norm_copy_dropped(id)) return NormCopy::none;
+  if (current_[static_cast<std::size_t>(op.inputs[0])] < 0 || reaches_blocked_stage(id)) return NormCopy::none;
   if (read_by_edge_update(id)) return NormCopy::kept;
   const bool dies = pass == Pass::forward || (profile_.unread_norm_copy_dies_at_norm && !stacking_residuals_);
   return dies ? NormCopy::transient : NormCopy::kept;
 }
 
-bool MemoryMachine::norm_copy_dropped(OpId op) const {
+std::vector<std::pair<OpId, std::vector<int>>> conditioned_ops(const CostGraph& graph, const MemoryProfile& profile) {
+  std::vector<std::pair<OpId, std::vector<int>>> ops;
+  if (!profile.blocked_edge_updates_drop_norm_copies) return ops;
+  for (std::size_t i = 0; i < graph.ops().size(); ++i)
+    if (aligned_edge_norm(graph, profile, static_cast<OpId>(i)))
+      ops.emplace_back(static_cast<OpId>(i), later_edge_update_stages_reached(graph, static_cast<OpId>(i)));
+  return ops;
+}
+
+bool MemoryMachine::reaches_blocked_stage(OpId op) const {
   if (!profile_.blocked_edge_updates_drop_norm_copies || blocked_edge_stages_.empty()) return false;
   const std::vector<int> reached = later_edge_update_stages_reached(g_, op);
   return std::any_of(reached.begin(), reached.end(), [&](int s) {

@@ -235,7 +235,7 @@ void validate(const Plan& plan, std::span<const Stage> chain) {
 }
 
 void validate_for_run(const Plan& plan, const CostGraph& graph, const std::string& source) {
-  if (plan.host_offload && !memory_profile(graph.run(), graph.model().implementation).step_checkpoint_scanned)
+  if (plan.host_offload && !scans_checkpointed_steps(graph))
     throw InputError(source, "/host_offload",
                      graph.run().framework == Framework::jax
                          ? "expected only where the rollout is XLA's scanned loop, which rule "

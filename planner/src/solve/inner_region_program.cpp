@@ -52,7 +52,7 @@ std::vector<InnerRegionProgram::StageOption> InnerRegionProgram::stage_options(c
                                 {inner.backward_delta, inner.backward_peak},
                                 inner.released_at_end,
                                 {outer_pending.forward_delta, outer_pending.forward_peak},
-                                outer_pending.ran_deferred};
+                                outer_pending.ran_pending};
       o.effects.push_back(e);
       cost.costs.insert(cost.costs.end(),
                         {e.forward.delta, e.forward.peak, e.outer_recompute.delta, e.outer_recompute.peak,
@@ -91,8 +91,8 @@ void InnerRegionProgram::extend(Buckets<Label>& into, const std::vector<Label>& 
 }
 
 // A bucket's labels share their sums (extend() keys on them), so they
-// compare on the three peaks per class and time; pending (J32), on the
-// enclosing recomputation's with the edge-embedding backward waiting too.
+// compare on the three peaks per class and time; pending, on the
+// enclosing recomputation's with pending work waiting too.
 void InnerRegionProgram::keep_front(std::vector<Label>& labels, bool pending) const {
   if (pending) {
     keep_pareto_front(labels, [&](const Label& l) {
@@ -118,7 +118,7 @@ std::vector<InnerGroup> InnerRegionProgram::close(const Bounds& r, Buckets<Label
   // which the enclosing region let go at its last reader (J37)
   for (int c = 0; c < ctx_.classes(); ++c)
     kept.push_back(ctx_.model().kept_bytes(c, r.c0, r.d, r.a, r.c0) +
-                   ctx_.model().released_at_last_reader(c, r.c0, r.d, -1, r.a));
+                   ctx_.model().released_before_end(c, r.c0, r.d, -1, r.a));
   std::map<std::vector<std::int64_t>, std::size_t> group_of;  // boundary key at c0 -> index in groups
   std::vector<InnerGroup> groups;
   for (auto& [key, bucket] : at_c0) {

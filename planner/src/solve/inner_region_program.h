@@ -41,8 +41,8 @@ class InnerRegionProgram {
   // d + 1, that can be optimal: of units with the same gradients in flight
   // at c0 and the same sums, only those no other beats in every peak and
   // time. Cached (the reference stays valid for the program's life).
-  // `pending`: the decoder's edge-embedding backward waits as the enclosing
-  // region starts (J32; the units' pieces then carry its pending parts).
+  // `pending`: pending work waits as the enclosing region starts (the units'
+  // pieces then carry their pending parts).
   const std::vector<InnerGroup>& units(int a, int b, int c0, int d, const ClassGrads& grads_after,
                                        bool pending = false);
 
@@ -62,7 +62,7 @@ class InnerRegionProgram {
   };
   struct Bounds {
     int a, b, c0, d;  // the region as seen from [c0, d] (norm_bounds()), the inner region
-    bool pending;     // J32, as units()
+    bool pending;     // as units()
   };
 
   std::vector<StageOption> stage_options(const Bounds& r, int u, const ClassGrads& grads_after) const;

@@ -29,30 +29,29 @@ std::vector<RegionGroup> RegionProgram::solve(int a, int b, const ClassGrads& gr
 }
 
 // A bucket's labels share their sums, so they compare on the two peaks per
-// class and time; with one class a 2-D front. On their complete branches'
-// peak too where it differs (J33); pending (J32), also on the recomputation
-// and backward folded, and the branches, with the edge-embedding backward
-// waiting.
+// class and time; with one class a 2-D front. On their work run ahead's
+// peak too where it differs; pending, also on the recomputation
+// and backward folded, and the work run ahead, with pending work waiting.
 void RegionProgram::keep_front(std::vector<Label>& labels, bool pending) const {
   if (pending) {
     keep_pareto_front(labels, [&](const Label& l) {
       return class_values<5>(ctx_.classes(), [&](int c) {
         const RegionSums& s = l.sums[c];
-        return std::array{s.forward.peak, s.folded.peak, s.folded_pending.peak, s.early.peak, s.early_pending.peak};
+        return std::array{s.forward.peak, s.folded.peak, s.folded_pending.peak, s.ahead.peak, s.ahead_pending.peak};
       });
     });
     return;
   }
-  // Labels whose complete branches peak alike compare on the other two.
-  const bool early_alike = std::all_of(labels.begin(), labels.end(), [&](const Label& l) {
+  // Labels whose work run ahead peaks alike compare on the other two.
+  const bool ahead_alike = std::all_of(labels.begin(), labels.end(), [&](const Label& l) {
     for (int c = 0; c < ctx_.classes(); ++c)
-      if (l.sums[c].early.peak != labels.front().sums[c].early.peak) return false;
+      if (l.sums[c].ahead.peak != labels.front().sums[c].ahead.peak) return false;
     return true;
   });
-  if (!early_alike) {
+  if (!ahead_alike) {
     keep_pareto_front(labels, [&](const Label& l) {
       return class_values<3>(ctx_.classes(), [&](int c) {
-        return std::array{l.sums[c].forward.peak, l.sums[c].folded.peak, l.sums[c].early.peak};
+        return std::array{l.sums[c].forward.peak, l.sums[c].folded.peak, l.sums[c].ahead.peak};
       });
     });
     return;
@@ -93,10 +92,10 @@ void RegionProgram::add(Table& table, const Bucket<Label>& from, const PerClass<
   for (int c = 0; c < ctx_.classes(); ++c) {
     RegionSums next = from.labels.front().sums[c];  // the sums every label gets
     next.prepend(pieces[c]);
-    key.insert(key.end(), {next.forward.sum, next.folded.sum, next.early.sum});
+    key.insert(key.end(), {next.forward.sum, next.folded.sum, next.ahead.sum});
     if (table.pending)
       key.insert(key.end(),
-                 {next.folded_pending.sum, next.set_off ? 1 : 0, next.early_pending.sum, next.early_set_off ? 1 : 0});
+                 {next.folded_pending.sum, next.set_off ? 1 : 0, next.ahead_pending.sum, next.ahead_set_off ? 1 : 0});
   }
   Buckets<Label>& into = table.at[static_cast<std::size_t>(left)];
   auto it = into.find(key);
@@ -119,7 +118,7 @@ std::vector<RegionGroup> RegionProgram::close(Table& table) {
   std::vector<std::int64_t> kept;  // per class
   for (int c = 0; c < ctx_.classes(); ++c)
     kept.push_back(ctx_.model().kept_bytes(c, table.a, table.b, -1, table.a) -
-                   ctx_.model().released_at_last_reader(c, table.a, table.b, -1, table.a));
+                   ctx_.model().released_before_end(c, table.a, table.b, -1, table.a));
   std::vector<RegionGroup> groups;
   for (auto& [key, bucket] : table.at[static_cast<std::size_t>(table.a)]) {
     keep_front(bucket.labels, table.pending);
@@ -182,17 +181,17 @@ const std::vector<RegionProgram::ChildOption>& RegionProgram::child_options(int 
                            {r.forward_delta, r.forward_peak},
                            {r.backward_delta, r.backward_peak},
                            {rp.forward_delta, rp.forward_peak},
-                           rp.ran_deferred,
-                           {r.early_delta, r.early_peak},
-                           {rp.early_delta, rp.early_peak},
-                           rp.early_ran_deferred};
+                           rp.ran_pending,
+                           {r.ahead_delta, r.ahead_peak},
+                           {rp.ahead_delta, rp.ahead_peak},
+                           rp.ahead_ran_pending};
       o.pieces.push_back(p);
       cost.costs.insert(cost.costs.end(),
                         {p.forward.delta, p.forward.peak, p.recompute.delta, p.recompute.peak, p.backward.delta,
-                         p.backward.peak, p.recompute_pending.delta, p.recompute_pending.peak, p.early.delta,
-                         p.early.peak, p.early_pending.delta, p.early_pending.peak});
+                         p.backward.peak, p.recompute_pending.delta, p.recompute_pending.peak, p.ahead.delta,
+                         p.ahead.peak, p.ahead_pending.delta, p.ahead_pending.peak});
       cost.same.push_back(p.sets_off ? 1 : 0);
-      cost.same.push_back(p.early_sets_off ? 1 : 0);
+      cost.same.push_back(p.ahead_sets_off ? 1 : 0);
     }
     const std::vector<std::int64_t> boundary_at_t = ctx_.boundary_key(t, o.grads);
     cost.same.insert(cost.same.end(), boundary_at_t.begin(), boundary_at_t.end());

@@ -23,8 +23,7 @@ struct RegionOption {
   PerClass<SegmentEffect> effects;
   double time_s = 0;
   Segment segment;
-  // In a pending program (J32): its recomputation runs the waiting
-  // edge-embedding backward (its effects count it).
+  // In a pending program: its recomputation runs the pending work (its effects count it).
   bool sets_off = false;
 };
 // The options that leave the same gradients in flight at a.
@@ -42,7 +41,7 @@ class RegionProgram {
   // the same bytes, only those no other beats in every peak and time.
   // Cached on (a, b, boundary b + 1); the reference, and the address of
   // every option's segment, stay valid for the program's life. `pending`:
-  // the decoder's edge-embedding backward waits as the region starts (J32).
+  // pending work waits as the region starts.
   const std::vector<RegionGroup>& options(int a, int b, const ClassGrads& grads_after, bool pending = false);
 
  private:

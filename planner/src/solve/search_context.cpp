@@ -11,12 +11,12 @@ SearchContext::SearchContext(ChainModel& model, const SearchSpace& space)
 
 std::vector<std::int64_t> SearchContext::choices(int s) const {
   using FirstStage = ChainModel::FirstStage;
-  const FirstStage first = model_.has_top_level_branch() && s == 0 ? model_.first_stage() : FirstStage::in_region;
+  const FirstStage first = model_.has_top_level_ahead() && s == 0 ? model_.first_stage() : FirstStage::in_region;
   const std::int64_t edges = edges_[static_cast<std::size_t>(s)];
   if (edges <= 0)
     return first == FirstStage::plain_blocked ? std::vector<std::int64_t>{} : std::vector<std::int64_t>{1};
-  // J35's condition: its stage in blocks, the readers after it not.
-  const auto& readers = model_.blocked_readers();
+  // The plan condition: its stage in blocks, the condition stages after it not.
+  const auto& readers = model_.condition_stages();
   const int last = model_.condition();
   const bool reader = std::binary_search(readers.begin(), readers.end(), s);
   if (reader && s > last) return {1};

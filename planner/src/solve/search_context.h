@@ -34,15 +34,16 @@ class SearchContext {
   int classes() const { return classes_; }
   // The block counts stage s may run with: the space's choices capped at
   // its edge count, distinct, in the space's order; {1} without edges.
-  // Under the model's J35 condition, its stage only those above 1, the
-  // blocked readers after it only 1 (ChainModel::blocked_readers()); under
-  // J36's, the first stage plain only 1 or only those above 1.
+  // Under the model's plan condition, its stage only those above 1, the
+  // condition stages after it only 1 (ChainModel::condition_stages());
+  // under the first stage's (ChainModel::first_stage()), the first stage
+  // plain only 1 or only those above 1.
   std::vector<std::int64_t> choices(int s) const;
-  // Under J36's condition (ChainModel::first_stage()), where the model
-  // has such a branch: the first stage plain (in one block, or in
-  // several: choices()) or in a region.
-  bool first_stage_plain() const { return !model_.has_top_level_branch() || model_.branch_hoisted(); }
-  bool first_stage_in_region() const { return !model_.has_top_level_branch() || !model_.branch_hoisted(); }
+  // Under the first stage's condition (ChainModel::first_stage()), where
+  // it runs work ahead at the top level: the first stage plain (in one
+  // block, or in several: choices()) or in a region.
+  bool first_stage_plain() const { return !model_.has_top_level_ahead() || model_.ahead_hoisted(); }
+  bool first_stage_in_region() const { return !model_.has_top_level_ahead() || !model_.ahead_hoisted(); }
   // Boundary p's key: per class, ChainModel::boundary() then kEndOfClass.
   // Boundaries with equal keys behave alike for the stages left of them.
   std::vector<std::int64_t> boundary_key(int p, const ClassGrads& grads) const;

@@ -21,10 +21,7 @@ bool chain_model_covers_unstepped_plans(const CostGraph& graph) {
               .stacks_linearization_residuals(run, /*step_checkpoint=*/false);
 }
 
-bool step_checkpoints_searched_exactly(const CostGraph& graph) {
-  const RunOptions& run = graph.run();
-  return memory_profile(run, graph.model().implementation).step_checkpoint_scanned;
-}
+bool step_checkpoints_searched_exactly(const CostGraph& graph) { return scans_checkpointed_steps(graph); }
 
 LoopBody loop_body_of(const CostGraph& graph, const Device& device, bool host_offload) {
   const std::int64_t rollout = graph.run().rollout;
@@ -55,17 +52,16 @@ ChainModel::ChainModel(const CostGraph& graph, const Device& device, std::option
   rg_.host_offload = loop_.has_value() && loop_->host_offload;
   // The simulator's condition (MemoryMachine::backward_region): top-level
   // regions outside a scanned loop.
-  complete_branch_first_ = rg_.profile.complete_branch_backward_first && !loop_ &&
-                           !rg_.profile.stacks_linearization_residuals(graph.run(), /*step_checkpoint=*/false);
+  runs_ahead_ = top_level_regions_run_ahead(rg_.profile, graph.run(), loop_.has_value());
   set_step_classes();
   for (int step : class_steps_) translates_.push_back(stage_translates(rg_, step, edges_));
   find_stage_neighbours();
-  blocked_readers_ = blocked_edge_readers(graph, rg_.profile);
+  condition_stages_ = blocked_edge_readers(graph, rg_.profile);
   static_bytes_ = static_breakdown(graph, device, rg_.profile, loop_.has_value()).total();
   measure_stage_times(device);
-  // J36 where the simulator applies it (MemoryMachine::backward): the top
-  // level, as J33's regions.
-  has_top_level_branch_ = complete_branch_first_ && stage_count() > 1 && plain(0, 0, 1).top_level_branch;
+  // Work run ahead at the top level where the simulator runs it
+  // (MemoryMachine::backward), as in top-level regions.
+  has_top_level_ahead_ = runs_ahead_ && stage_count() > 1 && plain(0, 0, 1).ahead_at_top_level;
 }
 
 // Step classes: first, middle, last (fewer when the rollout is short).
@@ -127,19 +123,19 @@ void ChainModel::find_stage_neighbours() {
 
 int ChainModel::condition_of(const Plan& plan) const {
   int last = -1;
-  for (int s : blocked_readers_)
+  for (int s : condition_stages_)
     if (plan.edge_blocks[static_cast<std::size_t>(s)] > 1) last = s;
   return last;
 }
 
-std::uint32_t ChainModel::dropped_norm_copies(int c, int s) const {
+std::uint32_t ChainModel::condition_bits(int c, int s) const {
   if (condition_ < 0 || s >= stage_count()) return 0;
   const int step = class_steps_[static_cast<std::size_t>(c)];
   std::uint32_t bits = 0;
-  for (OpId op : rg_.aligned_norms[static_cast<std::size_t>(step)][static_cast<std::size_t>(s)]) {
-    const std::vector<int>& reach = rg_.norm_reach[static_cast<std::size_t>(op)];
+  for (OpId op : rg_.conditioned_ops[static_cast<std::size_t>(step)][static_cast<std::size_t>(s)]) {
+    const std::vector<int>& reach = rg_.condition_reach[static_cast<std::size_t>(op)];
     if (std::binary_search(reach.begin(), reach.end(), condition_))
-      bits |= 1u << rg_.norm_index[static_cast<std::size_t>(op)];
+      bits |= 1u << rg_.condition_index[static_cast<std::size_t>(op)];
   }
   return bits;
 }
@@ -216,16 +212,16 @@ Effect ChainModel::run(int c, int s, std::int64_t blocks, StageContext ctx, cons
            r.released_at_end_bytes,
            r.backward_prelude_bytes,
            {},
-           r.defers,
-           r.ran_deferred};
-  e.early_delta = r.early.delta_bytes;
-  e.early_peak = r.early.peak_bytes;
-  e.early_ran_deferred = r.early_ran_deferred;
-  e.top_level_branch = r.top_level_branch;
-  e.backward_ran_deferred = r.backward_ran_deferred;
-  if (r.top_level_branch && s != 0)
-    throw std::logic_error("ChainModel: a complete branch outside every checkpoint in a stage other than the first");
-  if (r.defers) deferred_ = r.deferred;
+           r.leaves_pending,
+           r.ran_pending};
+  e.ahead_delta = r.ahead.delta_bytes;
+  e.ahead_peak = r.ahead.peak_bytes;
+  e.ahead_ran_pending = r.ahead_ran_pending;
+  e.ahead_at_top_level = r.ahead_at_top_level;
+  e.backward_ran_pending = r.backward_ran_pending;
+  if (r.ahead_at_top_level && s != 0)
+    throw std::logic_error("ChainModel: work run ahead outside every checkpoint in a stage other than the first");
+  if (r.leaves_pending) pending_effect_ = r.pending_effect;
   for (auto [t, bytes] : r.outgoing_grads) {
     if (moved) t = translate.of_base(t);
     e.outgoing.emplace_back(rg_.local_key[static_cast<std::size_t>(t)], bytes);
@@ -245,9 +241,9 @@ const StageRun& ChainModel::replay(int c, int stage, std::int64_t blocks, const 
                 ctx.in_region,
                 ctx.hold_outputs,
                 ctx.incoming_grads,
-                ctx.deferred_pending,
-                ctx.complete_branch_first,
-                ctx.dropped_norm_copies};
+                ctx.pending,
+                ctx.runs_ahead,
+                ctx.condition_bits};
   if (auto it = replays_.find(key); it != replays_.end()) return it->second;
   const int step = class_steps_[static_cast<std::size_t>(c)];
   return replays_.emplace(std::move(key), replay_stage(rg_, items(step, stage, blocks), step, stage, ctx, scratch_))
@@ -255,7 +251,7 @@ const StageRun& ChainModel::replay(int c, int stage, std::int64_t blocks, const 
 }
 
 const Effect& ChainModel::cached(EffectKey key, const std::vector<std::int64_t>& in, StageContext ctx) {
-  key.dropped_norm_copies = ctx.dropped_norm_copies = dropped_norm_copies(key.step_class, key.stage);
+  key.condition_bits = ctx.condition_bits = condition_bits(key.step_class, key.stage);
   auto& by_incoming = cache_[key];
   if (auto it = by_incoming.find(in); it != by_incoming.end()) return it->second;
   return by_incoming.emplace(in, run(key.step_class, key.stage, key.blocks, ctx, in)).first->second;
@@ -314,9 +310,9 @@ const Effect& ChainModel::plain(int c, int s, std::int64_t blocks, const std::ve
   return cached({c, s, blocks, kPlain, 0, 0, 0, pending}, in, ctx);
 }
 
-Piece ChainModel::top_level_branch_effect(int c, std::int64_t blocks, const GradState& grads) {
+Piece ChainModel::top_level_ahead_effect(int c, std::int64_t blocks, const GradState& grads) {
   const Effect& e = plain(c, 0, blocks, signature(c, 0, grads));
-  return {e.early_delta, e.early_peak};
+  return {e.ahead_delta, e.ahead_peak};
 }
 
 const Effect& ChainModel::region_forward(int c, int s, std::int64_t blocks, int a) {
@@ -328,26 +324,26 @@ const Effect& ChainModel::region_forward(int c, int s, std::int64_t blocks, int 
 }
 
 void ChainModel::set_pending(StageContext& ctx, bool pending) const {
-  ctx.deferred_pending = pending;
-  if (pending) ctx.deferred = deferred_;
+  ctx.pending = pending;
+  if (pending) ctx.pending_effect = pending_effect_;
 }
 
 const Effect& ChainModel::saving_recompute(int c, int s, std::int64_t blocks, int kind, int lo, int hi,
                                            bool hold_outputs, const std::vector<std::int64_t>& in, bool pending,
-                                           bool complete_branch_first) {
+                                           bool runs_ahead) {
   lo = norm_lo(s, lo);
   hi = norm_hi(s, hi);
   StageContext ctx = StageContext::recomputation(lo, hi);
   ctx.in_region = true;
   ctx.hold_outputs = hold_outputs;
-  ctx.complete_branch_first = complete_branch_first;
+  ctx.runs_ahead = runs_ahead;
   set_pending(ctx, pending);
   return cached({c, s, blocks, kind, lo, hi, 0, pending}, in, ctx);
 }
 
 const Effect& ChainModel::recompute_plain(int c, int s, std::int64_t blocks, int a, int b,
                                           const std::vector<std::int64_t>& in, bool pending) {
-  return saving_recompute(c, s, blocks, kRecomputePlain, a, b, false, in, pending, complete_branch_first_);
+  return saving_recompute(c, s, blocks, kRecomputePlain, a, b, false, in, pending, runs_ahead_);
 }
 
 const Effect& ChainModel::recompute_in_inner(int c, int s, std::int64_t blocks, int a, int b, int inner_from,
@@ -364,7 +360,7 @@ const Effect& ChainModel::recompute_in_inner(int c, int s, std::int64_t blocks, 
 
 const Effect& ChainModel::inner_recompute(int c, int s, std::int64_t blocks, int c0, int d,
                                           const std::vector<std::int64_t>& in) {
-  return saving_recompute(c, s, blocks, kInnerRecompute, c0, d, rg_.profile.nested_recompute_keeps_outputs, in);
+  return saving_recompute(c, s, blocks, kInnerRecompute, c0, d, nested_regions_hold_outputs(rg_.profile), in);
 }
 
 const Effect& ChainModel::loss(int c, const std::vector<std::int64_t>& in) {
@@ -375,8 +371,8 @@ std::int64_t ChainModel::kept_bytes(int c, int from, int to, int made_from, int 
   return kept_bytes_of(c, from, to, made_from, made_before, false);
 }
 
-std::int64_t ChainModel::released_at_last_reader(int c, int from, int to, int made_from, int made_before) const {
-  if (!complete_branch_first_) return 0;  // J37's regions are J33's
+std::int64_t ChainModel::released_before_end(int c, int from, int to, int made_from, int made_before) const {
+  if (!runs_ahead_) return 0;  // the same top-level regions let go early
   return kept_bytes_of(c, from, to, made_from, made_before, true);
 }
 
@@ -415,8 +411,8 @@ struct MemoryWalk {
     peak = std::max(peak, mem + e.forward_peak);
     mem += e.forward_delta;
   }
-  // A complete branch run before its region's recomputation (J33).
-  void early(const Effect& e) { piece({e.early_delta, e.early_peak}); }
+  // Work run ahead of its region's recomputation.
+  void ahead(const Effect& e) { piece({e.ahead_delta, e.ahead_peak}); }
   void piece(Piece p) {
     peak = std::max(peak, mem + p.peak);
     mem += p.delta;
@@ -465,30 +461,29 @@ void backward_inner(ChainModel& m, const Plan& plan, int c, const Region& in, in
     w.backward(e, grads);
     held_outputs += e.released_at_end;
   }
-  w.mem -=
-      held_outputs + m.kept_bytes(c, in.from, in.to, a, in.from) + m.released_at_last_reader(c, in.from, in.to, -1, a);
+  w.mem -= held_outputs + m.kept_bytes(c, in.from, in.to, a, in.from) + m.released_before_end(c, in.from, in.to, -1, a);
 }
 
-// A region's complete branches (J33), its recomputation (its pieces in
-// order; one of them may run the waiting edge-embedding backward, J32),
-// then its backward (in reverse), then what its checkpoint kept is let go.
-// A branch's replay needs only the gradients of what the region's later
-// stages do not read, as they stand when the region starts.
+// A region's work run ahead, its recomputation (its pieces in order; one
+// of them may run the pending work), then its backward (in reverse), then
+// what its checkpoint kept is let go. The replay of work run ahead needs
+// only the gradients of what the region's later stages do not read, as
+// they stand when the region starts.
 void backward_region(ChainModel& m, const Plan& plan, int c, const Region& region, MemoryWalk& w, GradState& grads,
                      bool& pending) {
   const int a = region.from, b = region.to;
-  for (int t = a; t <= b && m.complete_branch_first(); ++t) {
+  for (int t = a; t <= b && m.runs_ahead(); ++t) {
     if (inner_region_of(region, t)) continue;
     const Effect& e = m.recompute_plain(c, t, blocks_of(plan, t), a, b, m.signature(c, t, grads), pending);
-    w.early(e);
-    pending = pending && !e.early_ran_deferred;
+    w.ahead(e);
+    pending = pending && !e.ahead_ran_pending;
   }
   for (int t = a; t <= b; ++t) {
     const Region* in = inner_region_of(region, t);
     const Effect& e = in ? m.recompute_in_inner(c, t, blocks_of(plan, t), a, b, in->from, pending)
                          : m.recompute_plain(c, t, blocks_of(plan, t), a, b, {}, pending);
     w.forward(e);
-    pending = pending && !e.ran_deferred;
+    pending = pending && !e.ran_pending;
   }
   for (int t = b; t >= a;) {
     const Region* in = inner_region_of(region, t);
@@ -500,16 +495,16 @@ void backward_region(ChainModel& m, const Plan& plan, int c, const Region& regio
       --t;
     }
   }
-  w.mem -= m.kept_bytes(c, a, b, -1, a) - m.released_at_last_reader(c, a, b, -1, a);
+  w.mem -= m.kept_bytes(c, a, b, -1, a) - m.released_before_end(c, a, b, -1, a);
 }
 
 // One rollout step's backward pass: the loss, then the stages in reverse.
-// `pending`: the decoder's edge-embedding backward waits (J32).
+// `pending`: pending work waits.
 void backward_step(ChainModel& m, const Plan& plan, int c, MemoryWalk& w, GradState& grads, bool& pending) {
   const int n = m.stage_count();
   w.backward(m.loss(c, m.signature(c, n, grads)), grads);
   std::size_t r = plan.checkpoints.size();
-  bool output_stage_done = false;
+  bool last_segment_done = false;
   for (int s = n - 1; s >= 0;) {
     if (r > 0 && plan.checkpoints[r - 1].to == s) {
       const Region& region = plan.checkpoints[--r];
@@ -518,13 +513,13 @@ void backward_step(ChainModel& m, const Plan& plan, int c, MemoryWalk& w, GradSt
     } else {
       const Effect& e = m.plain(c, s, blocks_of(plan, s), m.signature(c, s, grads), pending);
       w.backward(e, grads);
-      pending = (pending && !e.backward_ran_deferred) || e.defers;
+      pending = (pending && !e.backward_ran_pending) || e.leaves_pending;
       --s;
     }
-    // After the segment holding the decoder: the first stage's complete
-    // branch (J36).
-    if (!output_stage_done && m.branch_hoisted()) w.piece(m.top_level_branch_effect(c, blocks_of(plan, 0), grads));
-    output_stage_done = true;
+    // After the last stage's segment: the first stage's work run ahead at
+    // the top level.
+    if (!last_segment_done && m.ahead_hoisted()) w.piece(m.top_level_ahead_effect(c, blocks_of(plan, 0), grads));
+    last_segment_done = true;
   }
 }
 
@@ -569,9 +564,9 @@ ChainModel::Prediction ChainModel::predict(const Plan& plan) {
   GradState grads;
   bool pending = false;
   for (int step = steps_ - 1; step >= 0; --step) backward_step(*this, plan, class_of(step), w, grads, pending);
-  if (pending) {  // nothing set the edge-embedding backward off: it runs as the backward pass ends
-    w.peak = std::max(w.peak, w.mem + deferred_.peak);
-    w.mem += deferred_.delta;
+  if (pending) {  // nothing set the pending work off: it runs as the backward pass ends
+    w.peak = std::max(w.peak, w.mem + pending_effect_.peak);
+    w.mem += pending_effect_.delta;
   }
   w.peak = std::max(w.peak, w.mem);  // the optimizer step: every parameter gradient resident
   return {static_bytes_ + w.peak, recompute_seconds(*this, plan)};

@@ -35,19 +35,19 @@ struct Effect {
   std::int64_t backward_prelude = 0;  // loss only: its seed allocated, the held loss released
   // Gradients handed to earlier stages: (step-independent tensor key, bytes).
   std::vector<std::pair<int, std::int64_t>> outgoing;
-  // J32: its backward leaves the decoder's edge-embedding backward waiting
-  // (ChainModel::deferred() runs it); its forward, pending, ran it; its
+  // Pending work (solver_replay.h): its backward leaves some waiting
+  // (ChainModel::pending_effect() runs it); its forward, pending, ran it; its
   // backward, pending, did (a plain stage's edge block recomputing).
-  bool defers = false, ran_deferred = false, backward_ran_deferred = false;
-  // J33, a plain child of a top-level region: its complete branch's
-  // recomputation and backward, run before the region's recomputation
-  // (zero where it has none; the other fields are then the rest's), and
-  // whether that ran the waiting edge-embedding backward.
-  std::int64_t early_delta = 0, early_peak = 0;
-  bool early_ran_deferred = false;
-  // J36, plain at the top level: the early fields are the stage's complete
-  // branch differentiated as the decoder's backward ends.
-  bool top_level_branch = false;
+  bool leaves_pending = false, ran_pending = false, backward_ran_pending = false;
+  // Work run ahead, by a plain child of a top-level region: its
+  // recomputation and backward before the region's recomputation (zero
+  // where it has none; the other fields are then the rest's), and whether
+  // that ran the pending work.
+  std::int64_t ahead_delta = 0, ahead_peak = 0;
+  bool ahead_ran_pending = false;
+  // Plain at the top level: the ahead fields are the work the stage runs
+  // ahead, differentiated as the last segment's backward ends.
+  bool ahead_at_top_level = false;
 };
 
 // Gradient buffers in flight between stages during the backward pass:
@@ -112,28 +112,27 @@ class ChainModel {
   // Plain at the top level: forward (saving) and backward.
   // Backward-bearing executions take the sizes of the gradients flowing in
   // (signature(): in the order of the stage's incoming gradients).
-  // `pending`: with the decoder's edge-embedding backward waiting (J32),
-  // which the recomputation of an edge block may run
-  // (Effect::backward_ran_deferred).
+  // `pending`: with pending work waiting, which the recomputation of an
+  // edge block may run (Effect::backward_ran_pending).
   const Effect& plain(int c, int s, std::int64_t blocks, const std::vector<std::int64_t>& in = {},
                       bool pending = false);
   // Original forward inside a top-level region from `a`. Forward fields only.
   const Effect& region_forward(int c, int s, std::int64_t blocks, int a);
   // Recomputation inside region [a, b] as a plain child (saving), and its
-  // backward. `pending`: with the decoder's edge-embedding backward
-  // waiting (J32), which an op of the recomputation may run (ran_deferred).
+  // backward. `pending`: with pending work waiting, which an op of the
+  // recomputation may run (ran_pending).
   const Effect& recompute_plain(int c, int s, std::int64_t blocks, int a, int b,
                                 const std::vector<std::int64_t>& in = {}, bool pending = false);
   // Recomputation inside region [a, b] as part of inner region from
   // `inner_from` (not saving). Forward fields only.
   const Effect& recompute_in_inner(int c, int s, std::int64_t blocks, int a, int b, int inner_from,
                                    bool pending = false);
-  // What running the waiting edge-embedding backward does (J32; zero
-  // unless some plain decoder's Effect::defers).
-  const DeferredEffect& deferred() const { return deferred_; }
-  // Whether a top-level region's plain children may run a complete branch
-  // first (J33: Effect::early_*).
-  bool complete_branch_first() const { return complete_branch_first_; }
+  // What running the pending work does (zero unless some plain stage's
+  // Effect::leaves_pending).
+  const PendingEffect& pending_effect() const { return pending_effect_; }
+  // Whether a top-level region's plain children may run work ahead
+  // (Effect::ahead_*).
+  bool runs_ahead() const { return runs_ahead_; }
   // Inside inner region [c0, d]: its recomputation (saving) and backward.
   const Effect& inner_recompute(int c, int s, std::int64_t blocks, int c0, int d,
                                 const std::vector<std::int64_t>& in = {});
@@ -154,11 +153,11 @@ class ChainModel {
   // (made_from -1: earlier steps too), i.e. what a checkpoint over [from, to]
   // keeps of them.
   std::int64_t kept_bytes(int c, int from, int to, int made_from, int made_before) const;
-  // Of those, the ones a top-level region lets go at their last reader
-  // (J37: read by one stage, kept_input_reader_stage()), before its end: a
-  // plain child's replay lets go of its own, the end of an inner region of
-  // its readers; 0 where the model does not apply J37.
-  std::int64_t released_at_last_reader(int c, int from, int to, int made_from, int made_before) const;
+  // Of those, the ones a top-level region lets go before its end, at their
+  // last reader (read by one stage, kept_input_reader_stage()): a plain
+  // child's replay lets go of its own, the end of an inner region of its
+  // readers; 0 where the engine keeps them to the end.
+  std::int64_t released_before_end(int c, int from, int to, int made_from, int made_before) const;
 
   // Context bounds that replay alike for stage s: norm_lo(s, a) is the
   // least producer stage of s's inputs (or s) at or after a; norm_hi(s, b)
@@ -171,37 +170,37 @@ class ChainModel {
   // does kept_bytes(c, from, to, a, from).
   std::pair<int, int> norm_bounds(int from, int to, int a, int b) const;
 
-  // ---- J31's copies that edge updates run in blocks do away with (J35) ----
-  // The stages whose edge updates, in blocks, drop some aligned LayerNorm's
-  // copy (blocked_edge_readers(): empty where J35 does not apply). The
-  // stages a LayerNorm's output reaches are upward closed among these, so
-  // the copies a plan drops follow from the last of them it blocks: the
-  // model's condition (-1: none), which every execution above assumes.
+  // ---- plan conditions (solver_replay.h) ----
+  // The stages whose edge updates, in blocks, change a conditioned op of
+  // an earlier stage (blocked_edge_readers(): empty where none does). The
+  // stages a conditioned op reaches are upward closed among these, so what
+  // a plan changes follows from the last of them it blocks: the model's
+  // condition (-1: none), which every execution above assumes.
   // predict() sets it from its plan; the search runs once per condition,
   // that stage blocked and the later ones not (SearchContext::choices()).
-  const std::vector<int>& blocked_readers() const { return blocked_readers_; }
+  const std::vector<int>& condition_stages() const { return condition_stages_; }
   int condition() const { return condition_; }
   void set_condition(int last_blocked_reader) { condition_ = last_blocked_reader; }
-  // The last of blocked_readers() that `plan` runs in blocks, or -1.
+  // The last of condition_stages() that `plan` runs in blocks, or -1.
   int condition_of(const Plan& plan) const;
 
-  // ---- the first stage's complete branch, as the decoder's backward ends (J36) ----
-  // Whether the first stage has one: plain at the top level, its branch
-  // is then differentiated right after the segment holding the decoder
-  // (its plain replay's Effect::early_*, the rest its backward). What the
-  // branch frees depends on whether the stage's edge update runs in blocks
-  // (a blocked update's checkpoint keeps the grid embedding), so the
-  // search runs once per condition: the first stage in a region, plain in
-  // one block, or plain in blocks (the branch folded into the decoder's
-  // segment: top_level_branch_effect()); predict() sets it from its plan.
+  // ---- the first stage's work run ahead at the top level ----
+  // Whether the first stage has some: plain at the top level, it is then
+  // differentiated right after the last stage's segment (its plain
+  // replay's Effect::ahead_*, the rest its backward). What it frees
+  // depends on whether the stage's edge update runs in blocks (a blocked
+  // update's checkpoint keeps what it reads), so the search runs once per
+  // condition: the first stage in a region, plain in one block, or plain
+  // in blocks (the work folded into the last segment:
+  // top_level_ahead_effect()); predict() sets it from its plan.
   enum class FirstStage { in_region, plain, plain_blocked };
-  bool has_top_level_branch() const { return has_top_level_branch_; }
+  bool has_top_level_ahead() const { return has_top_level_ahead_; }
   FirstStage first_stage() const { return first_stage_; }
   void set_first_stage(FirstStage condition) { first_stage_ = condition; }
-  bool branch_hoisted() const { return has_top_level_branch_ && first_stage_ != FirstStage::in_region; }
-  // The branch's effect in class c with `blocks` for the first stage,
+  bool ahead_hoisted() const { return has_top_level_ahead_ && first_stage_ != FirstStage::in_region; }
+  // That work's effect in class c with `blocks` for the first stage,
   // given the gradients in flight as it runs.
-  Piece top_level_branch_effect(int c, std::int64_t blocks, const GradState& grads);
+  Piece top_level_ahead_effect(int c, std::int64_t blocks, const GradState& grads);
 
   // The loss pseudo-stage of class c.
   const Effect& loss(int c, const std::vector<std::int64_t>& in = {});
@@ -229,16 +228,15 @@ class ChainModel {
   void set_step_classes();
   void find_stage_neighbours();
   void measure_stage_times(const Device& device);
-  // StageContext::dropped_norm_copies of stage s in class c under the
+  // StageContext::condition_bits of stage s in class c under the
   // condition.
-  std::uint32_t dropped_norm_copies(int c, int s) const;
+  std::uint32_t condition_bits(int c, int s) const;
   const std::vector<Item>& items(int step, int stage, std::int64_t blocks);
   // A recomputation of stage s that saves (then its backward) in the
   // context of stages [lo, hi] (normalised here); `kind` keys the cache.
   const Effect& saving_recompute(int c, int s, std::int64_t blocks, int kind, int lo, int hi, bool hold_outputs,
-                                 const std::vector<std::int64_t>& in, bool pending = false,
-                                 bool complete_branch_first = false);
-  // The context's J32 fields: the edge-embedding backward waiting, or not.
+                                 const std::vector<std::int64_t>& in, bool pending = false, bool runs_ahead = false);
+  // The context's pending work: waiting, or not.
   void set_pending(StageContext& ctx, bool pending) const;
   Effect run(int c, int s, std::int64_t blocks, StageContext ctx, const std::vector<std::int64_t>& in);
   // The replay of a stage in a context (incoming gradients sorted), once.
@@ -255,9 +253,9 @@ class ChainModel {
     int held_before = -1;
     bool in_region = false, hold_outputs = false;
     std::vector<std::pair<TensorId, std::int64_t>> incoming_grads;
-    bool deferred_pending = false;
-    bool complete_branch_first = false;
-    std::uint32_t dropped_norm_copies = 0;
+    bool pending = false;
+    bool runs_ahead = false;
+    std::uint32_t condition_bits = 0;
     auto operator<=>(const ReplayKey&) const = default;
   };
   std::map<ReplayKey, StageRun> replays_;
@@ -273,7 +271,7 @@ class ChainModel {
     int kind = 0;
     int lo = 0, hi = 0, inner_from = 0;
     bool pending = false;
-    std::uint32_t dropped_norm_copies = 0;
+    std::uint32_t condition_bits = 0;
     auto operator<=>(const EffectKey&) const = default;
   };
   // The effect of execution `key` given the incoming gradient sizes `in`,
@@ -286,11 +284,11 @@ class ChainModel {
   std::vector<int> class_steps_;         // representative step per class
   std::vector<int> class_multiplicity_;  // steps per class
   std::int64_t static_bytes_ = 0;
-  DeferredEffect deferred_;  // J32: measured by the plain decoder's replay
-  bool complete_branch_first_ = false;
-  std::vector<int> blocked_readers_;  // J35
+  PendingEffect pending_effect_;  // measured by the replay that left it
+  bool runs_ahead_ = false;
+  std::vector<int> condition_stages_;
   int condition_ = -1;
-  bool has_top_level_branch_ = false;  // J36
+  bool has_top_level_ahead_ = false;
   FirstStage first_stage_ = FirstStage::in_region;
   std::vector<double> stage_time_s_, edge_time_s_;
   std::vector<std::int64_t> edges_;
@@ -300,7 +298,7 @@ class ChainModel {
   std::map<EffectKey, std::map<std::vector<std::int64_t>, Effect>> cache_;  // by context, then incoming gradient sizes
   std::vector<std::vector<int>> input_producers_, output_consumers_;        // per stage, sorted, same step
   std::vector<std::vector<int>> key_stage_;  // per class: tensor key -> producer stage in that step, -1: none
-  // kept_bytes() and released_at_last_reader() (last) by their arguments.
+  // kept_bytes() and released_before_end() (last) by their arguments.
   mutable std::map<std::tuple<int, int, int, int, int, bool>, std::int64_t> kept_cache_;
   std::int64_t kept_bytes_of(int c, int from, int to, int made_from, int made_before, bool last_reader_only) const;
 };

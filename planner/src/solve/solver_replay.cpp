@@ -31,7 +31,7 @@ ReplayGraph::ReplayGraph(const CostGraph& g, bool in_loop_body)
   find_local_keys();
   find_incoming();
   find_first_readers();
-  find_aligned_norms();
+  find_conditioned_ops();
 }
 
 // Which tensors receive a gradient: backward runs an op when one of its
@@ -84,20 +84,19 @@ void ReplayGraph::find_incoming() {
     for (auto& list : step) std::sort(list.begin(), list.end());
 }
 
-void ReplayGraph::find_aligned_norms() {
+void ReplayGraph::find_conditioned_ops() {
   const auto ops = graph.ops();
-  norm_index.assign(ops.size(), -1);
-  norm_reach.assign(ops.size(), {});
-  aligned_norms.assign(static_cast<std::size_t>(graph.run().rollout),
-                       std::vector<std::vector<OpId>>(static_cast<std::size_t>(stage_count + 1)));
-  if (!profile.blocked_edge_updates_drop_norm_copies) return;
-  for (std::size_t i = 0; i < ops.size(); ++i) {
-    if (!aligned_edge_norm(graph, profile, static_cast<OpId>(i))) continue;
-    auto& list = aligned_norms[static_cast<std::size_t>(ops[i].step)][static_cast<std::size_t>(ops[i].stage)];
-    if (list.size() == 32) throw std::logic_error("solver: more than 32 aligned edge LayerNorms in one stage");
-    norm_index[i] = static_cast<int>(list.size());
-    list.push_back(static_cast<OpId>(i));
-    norm_reach[i] = later_edge_update_stages_reached(graph, static_cast<OpId>(i));
+  condition_index.assign(ops.size(), -1);
+  condition_reach.assign(ops.size(), {});
+  conditioned_ops.assign(static_cast<std::size_t>(graph.run().rollout),
+                         std::vector<std::vector<OpId>>(static_cast<std::size_t>(stage_count + 1)));
+  for (auto& [op, stages] : detail::conditioned_ops(graph, profile)) {
+    const auto i = static_cast<std::size_t>(op);
+    auto& list = conditioned_ops[static_cast<std::size_t>(ops[i].step)][static_cast<std::size_t>(ops[i].stage)];
+    if (list.size() == 32) throw std::logic_error("solver: more than 32 conditioned ops in one stage");
+    condition_index[i] = static_cast<int>(list.size());
+    list.push_back(op);
+    condition_reach[i] = std::move(stages);
   }
 }
 
@@ -136,8 +135,8 @@ class Replay : MemoryMachine {
     MachineSetup setup;
     setup.loop_body = rg.loop_body;
     setup.offload_step_inputs = rg.loop_body && rg.host_offload;
-    setup.deferred_left_to_caller = true;  // the caller runs them (StageRun::defers)
-    if (ctx.deferred_pending) setup.deferred_elsewhere = ctx.deferred;
+    setup.pending_left_to_caller = true;  // the caller runs them (StageRun::leaves_pending)
+    if (ctx.pending) setup.pending_elsewhere = ctx.pending_effect;
     set_up(std::move(setup));
   }
 
@@ -154,7 +153,7 @@ class Replay : MemoryMachine {
     StageRun result;
     // A top-level region's recomputation: the checkpoint's hold on an input
     // this stage alone reads ends at its last reader (J37).
-    const bool top_level_recompute = ctx_.complete_branch_first && ctx_.saving && !ctx_.original_forward;
+    const bool top_level_recompute = ctx_.runs_ahead && ctx_.saving && !ctx_.original_forward;
     if (top_level_recompute) {
       std::vector<TensorId> held;
       for (TensorId t : externals)
@@ -162,10 +161,9 @@ class Replay : MemoryMachine {
       last_readers_ = last_readers(items, held);
     }
     std::vector<Item> rest_recomputed, rest_differentiated;
-    const bool branch =
-        top_level_recompute && run_complete_branch(items, keys, rest_recomputed, rest_differentiated, result);
-    const std::vector<Item>& recomputed = branch ? rest_recomputed : items;
-    const std::vector<Item>& differentiated = branch ? rest_differentiated : items;
+    const bool ran_ahead = top_level_recompute && run_ahead(items, keys, rest_recomputed, rest_differentiated, result);
+    const std::vector<Item>& recomputed = ran_ahead ? rest_recomputed : items;
+    const std::vector<Item>& differentiated = ran_ahead ? rest_differentiated : items;
     // The loop body's slice of the step's target lives from the body's
     // start (the loop's baseline, not this replay's work) to the loss's
     // backward (J44).
@@ -181,7 +179,7 @@ class Replay : MemoryMachine {
                    /*region_recomputation=*/!ctx_.original_forward,
                    /*step_recomputation=*/rg_.loop_body && ctx_.original_forward);
     result.forward = {peak_ - start, live() - start};
-    result.ran_deferred = ran_deferred_elsewhere() && !result.early_ran_deferred;
+    result.ran_pending = ran_pending_elsewhere() && !result.ahead_ran_pending;
     if (ctx_.saving) run_backward(differentiated, ops, externals, read_later, held_outputs, result);
     return result;
   }
@@ -274,14 +272,14 @@ class Replay : MemoryMachine {
     return held_outputs;
   }
 
-  // J33: the stage's complete branch in its region, if it has one (then
-  // true), recomputed with its ancestors and differentiated
-  // (StageRun::early), with the gradients that exist as the region's
-  // backward starts (of tensors read after the region); `recomputed` and
-  // `differentiated` get the rest. The machine's early_roles() on the
-  // stage's items, the region being the context's stages.
-  bool run_complete_branch(const std::vector<Item>& items, const Keys& keys, std::vector<Item>& recomputed,
-                           std::vector<Item>& differentiated, StageRun& result) {
+  // The work the stage runs ahead in its region, if any (then true): the
+  // engine's early_roles() on the stage's items, the region being the
+  // context's stages (a complete branch and its ancestors, J33),
+  // recomputed and differentiated (StageRun::ahead) with the gradients
+  // that exist as the region's backward starts (of tensors read after the
+  // region); `recomputed` and `differentiated` get the rest.
+  bool run_ahead(const std::vector<Item>& items, const Keys& keys, std::vector<Item>& recomputed,
+                 std::vector<Item>& differentiated, StageRun& result) {
     const std::vector<EarlyRole> roles = early_roles(items, [&](OpId id) {
       const int k = rg_.op_key[static_cast<std::size_t>(id)];
       return k >= keys.lo && k <= keys.hi;
@@ -289,17 +287,17 @@ class Replay : MemoryMachine {
     if (std::find(roles.begin(), roles.end(), EarlyRole::early_branch) == roles.end()) return false;
     allocate_incoming(keys, /*read_after_region=*/true);
     allocated_read_after_region_ = true;
-    std::vector<Item> early_recomputed, early_differentiated;
+    std::vector<Item> ahead_recomputed, ahead_differentiated;
     for (std::size_t i = 0; i < items.size(); ++i) {
-      (roles[i] == EarlyRole::late ? recomputed : early_recomputed).push_back(items[i]);
-      (roles[i] == EarlyRole::early_branch ? early_differentiated : differentiated).push_back(items[i]);
+      (roles[i] == EarlyRole::late ? recomputed : ahead_recomputed).push_back(items[i]);
+      (roles[i] == EarlyRole::early_branch ? ahead_differentiated : differentiated).push_back(items[i]);
     }
     const std::int64_t start = live();
     peak_ = start;
-    recompute_part(early_recomputed, last_readers_);
-    backward_part(early_differentiated, /*in_region=*/true);
-    result.early = {peak_ - start, live() - start};
-    result.early_ran_deferred = ran_deferred_elsewhere();
+    recompute_part(ahead_recomputed, last_readers_);
+    backward_part(ahead_differentiated, /*in_region=*/true);
+    result.ahead = {peak_ - start, live() - start};
+    result.ahead_ran_pending = ran_pending_elsewhere();
     return true;
   }
 
@@ -335,15 +333,15 @@ class Replay : MemoryMachine {
     backward_part(items, ctx_.in_region);
     backward_result_ = nullptr;
     result.backward = {peak_ - backward_start_, live() - backward_start_};
-    result.backward_ran_deferred = ran_deferred_elsewhere() && !result.ran_deferred && !result.early_ran_deferred;
-    if (has_deferred()) {
+    result.backward_ran_pending = ran_pending_elsewhere() && !result.ran_pending && !result.ahead_ran_pending;
+    if (has_pending()) {
       const std::int64_t before = live();
       peak_ = before;
-      result.defers = true;
-      result.deferred.threshold = deferred_threshold();
-      run_deferred();
-      result.deferred.peak = peak_ - before;
-      result.deferred.delta = live() - before;
+      result.leaves_pending = true;
+      result.pending_effect.threshold = pending_threshold();
+      run_pending();
+      result.pending_effect.peak = peak_ - before;
+      result.pending_effect.delta = live() - before;
     }
     const std::int64_t before = live();
     for (TensorId t : held_outputs)
@@ -373,19 +371,19 @@ class Replay : MemoryMachine {
   void sample_op(Pass, const Op&, int) override { peak_ = std::max(peak_, live()); }
   void sample_concat(Pass, const Item&) override { peak_ = std::max(peak_, live()); }
   void sample_transient() override { peak_ = std::max(peak_, live()); }
-  // J36: a plain stage's complete branch, differentiated first, is the
-  // early part; the backward is the rest's.
-  void on_top_level_branch_done() override {
+  // Work run ahead at the top level: its effect, and the backward's the
+  // rest's.
+  void on_top_level_ahead_done() override {
     if (!backward_result_) return;
-    backward_result_->early = {peak_ - backward_start_, live() - backward_start_};
-    backward_result_->top_level_branch = true;
+    backward_result_->ahead = {peak_ - backward_start_, live() - backward_start_};
+    backward_result_->ahead_at_top_level = true;
     backward_start_ = live();
     peak_ = backward_start_;
   }
-  // J35: as the context says, for this stage's aligned LayerNorms.
-  bool norm_copy_dropped(OpId op) const override {
-    const int i = rg_.norm_index[static_cast<std::size_t>(op)];
-    return i >= 0 && ((ctx_.dropped_norm_copies >> i) & 1u) != 0;
+  // As the plan condition says, for this stage's conditioned ops.
+  bool reaches_blocked_stage(OpId op) const override {
+    const int i = rg_.condition_index[static_cast<std::size_t>(op)];
+    return i >= 0 && ((ctx_.condition_bits >> i) & 1u) != 0;
   }
 
   const ReplayGraph& rg_;
@@ -393,7 +391,7 @@ class Replay : MemoryMachine {
   StageContext ctx_;
   TensorState& state_;
   std::int64_t peak_ = 0;
-  bool allocated_read_after_region_ = false;  // by run_complete_branch()
+  bool allocated_read_after_region_ = false;  // by run_ahead()
   LastReaders last_readers_;                  // J37's, in a top-level region's recomputation
   std::int64_t backward_start_ = 0;           // what run_backward() measures from
   StageRun* backward_result_ = nullptr;       // while run_backward() runs

@@ -11,6 +11,19 @@
 // holders exist; the op-level rules are the engine's, the same the
 // simulator runs. Tests check the composition against simulate() plan by
 // plan.
+//
+// Cross-stage effects. Where the engine's rules run work of one stage at
+// another stage's time, a replay reports it in one of three forms, which
+// the solver composes without knowing the rule behind it:
+// - pending work: a stage's backward leaves work waiting (its effect
+//   measured, PendingEffect), which a later execution sets off or the
+//   backward pass's end runs (the engine's deferred ops, J32);
+// - work run ahead: part of a stage's recomputation and backward run
+//   before the rest of its region's recomputation, or at the top level as
+//   the last segment's backward ends (complete branches, J33 and J36);
+// - plan conditions: a stage's buffers depend on how a later stage runs
+//   (which later edge updates are in blocks, J35), given as condition bits
+//   per stage; the search runs once per condition.
 
 #include <cstdint>
 #include <vector>
@@ -63,21 +76,21 @@ struct StageContext {
   // buffer alive (a slice of a concat's gradient), so its size is part of
   // the boundary between stages. Tensors not listed: the tensor's size.
   std::vector<std::pair<TensorId, std::int64_t>> incoming_grads;
-  // The decoder's edge embedding's backward waits in an earlier stage's
-  // replay (J32): an op of this recomputation that writes more than
-  // deferred.threshold bytes runs it first (deferred's peak and delta).
-  bool deferred_pending = false;
-  DeferredEffect deferred;
-  // The recomputation of a top-level region outside a scanned loop: the
-  // stage's complete branch, if any, is recomputed and differentiated
-  // before the region's recomputation (J33, StageRun::early), and the
+  // Pending work left by an earlier stage's replay waits: the op of this
+  // execution that sets it off (the engine decides which) runs it first,
+  // with pending_effect's peak and delta.
+  bool pending = false;
+  PendingEffect pending_effect;
+  // The recomputation of a top-level region outside a scanned loop: work
+  // of the stage the engine runs ahead of the region's recomputation is
+  // recomputed and differentiated first (StageRun::ahead), and the
   // region's hold on an input this stage alone reads ends at its last
-  // reader (J37).
-  bool complete_branch_first = false;
-  // Bit i: the stage's i-th aligned mesh-edge LayerNorm (ReplayGraph::
-  // norm_index) makes no layout copy, a later stage's edge update that its
-  // output reaches running in blocks (J35; ChainModel's condition).
-  std::uint32_t dropped_norm_copies = 0;
+  // reader.
+  bool runs_ahead = false;
+  // The plan condition: bit i set where the stage's i-th conditioned op
+  // (ReplayGraph::condition_index) reaches a later stage whose edge update
+  // runs in blocks (ChainModel::condition()).
+  std::uint32_t condition_bits = 0;
 
   // The recomputation of stages [lo, hi] of a region (not the original
   // forward pass); everything else as the defaults.
@@ -100,26 +113,24 @@ struct StageRun {
   // Gradient buffers the backward hands to earlier stages (of inputs made
   // before this stage), by tensor: their bytes.
   std::vector<std::pair<TensorId, std::int64_t>> outgoing_grads;
-  // The stage's backward left the decoder's edge embedding's backward
-  // waiting (J32; counted in backward.delta_bytes): running it does
-  // `deferred`.
-  bool defers = false;
-  DeferredEffect deferred;
-  // With ctx.deferred_pending: the forward execution ran it; the backward
-  // did (an edge block's recomputation, in a stage outside every region).
-  bool ran_deferred = false;
-  bool backward_ran_deferred = false;
-  // With ctx.complete_branch_first: the stage's complete branch and its
-  // ancestors recomputed, then the branch differentiated, before the
-  // region's recomputation (zero where it has none; `forward` and
-  // `backward` are then the rest's); and whether that ran the waiting
-  // edge-embedding backward (then `ran_deferred` is false).
-  StageEffect early;
-  bool early_ran_deferred = false;
-  // Plain at the top level: the stage's complete branch differentiated
-  // first (J36: where the whole step runs it, as the decoder's backward
-  // ends), its effect in `early`; `backward` is then the rest's.
-  bool top_level_branch = false;
+  // The stage's backward left pending work waiting (counted in
+  // backward.delta_bytes): running it does `pending_effect`.
+  bool leaves_pending = false;
+  PendingEffect pending_effect;
+  // With ctx.pending: the forward execution ran it; the backward did (an
+  // edge block's recomputation, in a stage outside every region).
+  bool ran_pending = false;
+  bool backward_ran_pending = false;
+  // With ctx.runs_ahead: the work the stage runs ahead, recomputed and
+  // differentiated before the region's recomputation (zero where it has
+  // none; `forward` and `backward` are then the rest's); and whether that
+  // ran the pending work (then `ran_pending` is false).
+  StageEffect ahead;
+  bool ahead_ran_pending = false;
+  // Plain at the top level: work the stage runs ahead, differentiated as
+  // the whole step's last segment's backward ends, its effect in `ahead`;
+  // `backward` is then the rest's.
+  bool ahead_at_top_level = false;
 };
 
 // Facts about the whole graph the replay needs, computed once.
@@ -155,14 +166,12 @@ struct ReplayGraph {
   // or a checkpoint keeps it); -1 otherwise. For a later reader the tensor
   // is held; the first reader frees it in its backward.
   std::vector<int> first_reader_key;
-  // J35, where the profile drops J31's copies for blocked edge updates: per
-  // (step, stage), its aligned mesh-edge LayerNorms (aligned_edge_norm())
-  // in op order; per op, its index among them (-1: none) and the stages of
-  // the later stages' edge updates its output reaches
-  // (later_edge_update_stages_reached()).
-  std::vector<std::vector<std::vector<OpId>>> aligned_norms;
-  std::vector<int> norm_index;
-  std::vector<std::vector<int>> norm_reach;
+  // Plan conditions: per (step, stage), the ops whose buffers depend on
+  // which later edge updates run in blocks (conditioned_ops()), in op
+  // order; per op, its index among them (-1: none) and those later stages.
+  std::vector<std::vector<std::vector<OpId>>> conditioned_ops;
+  std::vector<int> condition_index;
+  std::vector<std::vector<int>> condition_reach;
   int key(int step, int stage) const { return step * (stage_count + 1) + stage; }
 
  private:
@@ -170,7 +179,7 @@ struct ReplayGraph {
   void find_local_keys();
   void find_incoming();
   void find_first_readers();
-  void find_aligned_norms();
+  void find_conditioned_ops();
 };
 
 // Replays stage `stage` of rollout step `step` (stage == stage_count: the

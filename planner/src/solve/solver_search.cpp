@@ -51,16 +51,16 @@ class ChainProgram {
     double time_s = 0;
     int trail = -1;
     std::int64_t standalone_peak = 0;  // one class: peak_of() (keep_front())
-    // The decoder's edge-embedding backward waits at the left boundary
-    // (J32): the bucket's (extend() keys on it).
+    // Pending work waits at the left boundary: the bucket's (extend()
+    // keys on it).
     bool pending = false;
   };
 
   Buckets<Label> right_end();
-  // `effects` of a segment ending at stage b, followed where it holds the
-  // decoder (b the last stage) by the first stage's complete branch when
-  // the model hoists it (J36), given the gradients in flight after it.
-  PerClass<SegmentEffect> with_branch(int b, const PerClass<SegmentEffect>& effects, const ClassGrads& grads);
+  // `effects` of a segment ending at stage b, followed where b is the last
+  // stage by the first stage's work run ahead at the top level when the
+  // model hoists it, given the gradients in flight after it.
+  PerClass<SegmentEffect> with_ahead(int b, const PerClass<SegmentEffect>& effects, const ClassGrads& grads);
   void add_plain_stage(Buckets<Label>& into, const Bucket<Label>& from, int b);
   void extend(Buckets<Label>& into, const Bucket<Label>& from, const PerClass<SegmentEffect>& effects,
               const ClassGrads& grads, double time_s, const Segment& segment, int a, bool pending);
@@ -102,7 +102,7 @@ std::vector<Candidate> ChainProgram::run() {
         if (a == 0 && !ctx_.first_stage_in_region()) continue;
         for (const RegionGroup& group : regions_.options(a, b, bucket.grads, pending))
           for (const RegionOption& o : group.options)
-            extend(at[static_cast<std::size_t>(a)], bucket, with_branch(b, o.effects, group.grads), group.grads,
+            extend(at[static_cast<std::size_t>(a)], bucket, with_ahead(b, o.effects, group.grads), group.grads,
                    o.time_s, o.segment, a, pending && !o.sets_off);
       }
     }
@@ -129,22 +129,22 @@ Buckets<ChainProgram::Label> ChainProgram::right_end() {
   return out;
 }
 
-PerClass<SegmentEffect> ChainProgram::with_branch(int b, const PerClass<SegmentEffect>& effects,
-                                                  const ClassGrads& grads) {
-  if (b != n_ - 1 || !m_.branch_hoisted()) return effects;
+PerClass<SegmentEffect> ChainProgram::with_ahead(int b, const PerClass<SegmentEffect>& effects,
+                                                 const ClassGrads& grads) {
+  if (b != n_ - 1 || !m_.ahead_hoisted()) return effects;
   PerClass<SegmentEffect> out = effects;
   for (int c = 0; c < k_; ++c) {
     // Under its condition the first stage's block counts free the same
     // (ChainModel::FirstStage), which is checked.
     const std::vector<std::int64_t> choices = ctx_.choices(0);
-    const Piece branch = m_.top_level_branch_effect(c, choices.front(), grads[static_cast<std::size_t>(c)]);
+    const Piece ahead = m_.top_level_ahead_effect(c, choices.front(), grads[static_cast<std::size_t>(c)]);
     for (std::int64_t blocks : choices) {
-      const Piece other = m_.top_level_branch_effect(c, blocks, grads[static_cast<std::size_t>(c)]);
-      if (other.delta != branch.delta || other.peak != branch.peak)
-        throw std::logic_error("solver: the first stage's complete branch depends on how many edge blocks it has");
+      const Piece other = m_.top_level_ahead_effect(c, blocks, grads[static_cast<std::size_t>(c)]);
+      if (other.delta != ahead.delta || other.peak != ahead.peak)
+        throw std::logic_error("solver: the first stage's work run ahead depends on how many edge blocks it has");
     }
     Piece& backward = out[c].backward;
-    backward = {backward.delta + branch.delta, std::max(backward.peak, backward.delta + branch.peak)};
+    backward = {backward.delta + ahead.delta, std::max(backward.peak, backward.delta + ahead.peak)};
   }
   return out;
 }
@@ -157,7 +157,7 @@ void ChainProgram::add_plain_stage(Buckets<Label>& into, const Bucket<Label>& fr
     std::int64_t blocks;
     PerClass<SegmentEffect> effects;
     ClassGrads grads;  // in flight at b
-    bool pending;      // J32: the decoder's edge-embedding backward waits after it
+    bool pending;      // pending work waits after it
   };
   std::vector<Option> options;
   std::vector<OptionCosts> costs;
@@ -168,12 +168,12 @@ void ChainProgram::add_plain_stage(Buckets<Label>& into, const Bucket<Label>& fr
       GradState& g = o.grads[static_cast<std::size_t>(c)];
       const Effect& e = m_.plain(c, b, blocks, m_.signature(c, b, g), from.labels.front().pending);
       ChainModel::hand_over(e, g);
-      o.pending = (o.pending && !e.backward_ran_deferred) || e.defers;
+      o.pending = (o.pending && !e.backward_ran_pending) || e.leaves_pending;
       o.effects.push_back({{e.forward_delta, e.forward_peak}, {e.backward_delta, e.backward_peak}});
       cost.same.insert(cost.same.end(), {e.forward_delta, e.backward_delta});
       cost.costs.insert(cost.costs.end(), {e.forward_peak, e.backward_peak});
     }
-    o.effects = with_branch(b, o.effects, o.grads);
+    o.effects = with_ahead(b, o.effects, o.grads);
     const std::vector<std::int64_t> boundary = ctx_.boundary_key(b, o.grads);
     cost.same.insert(cost.same.end(), boundary.begin(), boundary.end());
     cost.same.push_back(o.pending ? 1 : 0);
@@ -193,7 +193,7 @@ void ChainProgram::add_plain_stage(Buckets<Label>& into, const Bucket<Label>& fr
 // is kept: keep_front()), into the bucket of its boundary (`grads` in
 // flight at a), the labels' new sum_f + sum_b per class (the labels of
 // a bucket share them, so all land in one bucket) and whether the
-// decoder's edge-embedding backward waits after it (`pending`, J32).
+// pending work waits after it (`pending`).
 void ChainProgram::extend(Buckets<Label>& into, const Bucket<Label>& from, const PerClass<SegmentEffect>& effects,
                           const ClassGrads& grads, double time_s, const Segment& segment, int a, bool pending) {
   std::vector<std::int64_t> key = ctx_.boundary_key(a, grads);
@@ -305,7 +305,7 @@ Plan ChainProgram::plan_of(int trail) const {
 
 // The step's peak from a label over the whole chain: rollout steps run
 // forward in order, then backward in reverse (solver_model.cpp predict()).
-// With the decoder's edge-embedding backward still waiting (J32), a
+// With pending work still waiting, a
 // `complete` plan runs it as the backward pass ends; a suffix's standalone
 // peak leaves out that and the optimizer step, terms a prefix to its left
 // may change but the bucket fixes (keep_front()).
@@ -333,8 +333,8 @@ std::int64_t ChainProgram::peak_of(const Label& l, bool complete) const {
   }
   if (l.pending) {
     if (!complete) return m_.static_bytes() + peak;
-    peak = std::max(peak, mem + m_.deferred().peak);
-    mem += m_.deferred().delta;
+    peak = std::max(peak, mem + m_.pending_effect().peak);
+    mem += m_.pending_effect().delta;
   }
   peak = std::max(peak, mem);
   return m_.static_bytes() + peak;
@@ -374,28 +374,29 @@ std::int64_t ChainProgram::body_peak(const ChainSums& s, int c) const {
 
 }  // namespace
 
-// Under J35 the search runs once per condition of the model (no blocked
-// reader, or each as the last one blocked), and under J36 once per
-// condition of the first stage (in a region, plain in one block, plain in
-// blocks) within each: each run's plans are those of its conditions,
-// which its executions assume; the union's front is the frontier.
+// Under plan conditions the search runs once per condition of the model
+// (no condition stage blocked, or each as the last one blocked), and where
+// the first stage runs work ahead at the top level once per condition of
+// the first stage (in a region, plain in one block, plain in blocks)
+// within each: each run's plans are those of its conditions, which its
+// executions assume; the union's front is the frontier.
 std::vector<Candidate> search_frontier(ChainModel& model, const SearchSpace& space) {
   const SearchContext ctx(model, space);
-  if (model.blocked_readers().empty() && !model.has_top_level_branch()) {
+  if (model.condition_stages().empty() && !model.has_top_level_ahead()) {
     RegionProgram regions(ctx);
     return ChainProgram(ctx, regions).run();
   }
   std::vector<int> conditions{-1};
-  conditions.insert(conditions.end(), model.blocked_readers().begin(), model.blocked_readers().end());
+  conditions.insert(conditions.end(), model.condition_stages().begin(), model.condition_stages().end());
   using FirstStage = ChainModel::FirstStage;
   std::vector<FirstStage> first{FirstStage::in_region};
-  if (model.has_top_level_branch()) first.insert(first.end(), {FirstStage::plain, FirstStage::plain_blocked});
+  if (model.has_top_level_ahead()) first.insert(first.end(), {FirstStage::plain, FirstStage::plain_blocked});
   std::vector<Candidate> all;
   for (int last : conditions) {
     model.set_condition(last);
     model.set_first_stage(FirstStage::in_region);
     if (last >= 0 && ctx.choices(last).empty()) continue;  // it cannot run in blocks
-    // J36's conditions share the regions' options: with the first stage
+    // The first stage's conditions share the regions' options: with it
     // plain no region starts there, and the other stages' choices are the
     // same under all three.
     RegionProgram regions(ctx);

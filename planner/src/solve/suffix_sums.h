@@ -70,8 +70,8 @@ struct Run {
   auto operator<=>(const Run&) const = default;
 };
 
-// `pending`: a sequence like `plain` in which the decoder's waiting
-// edge-embedding backward (J32) runs in the leftmost piece that can run it
+// `pending`: a sequence like `plain` in which the pending work runs in
+// the leftmost piece that can run it
 // (`set_off`: one does). Puts a piece before both, given as it runs
 // without (`piece`) and with it run (`piece_pending`, when `sets_off`):
 // one that runs it restarts `pending` from `plain` (call before `plain`
@@ -110,37 +110,37 @@ struct ChainSums {
 };
 
 // A piece of a region in one class: its part of the original forward, of
-// the region's recomputation, and of the region's backward. When the
-// decoder's edge-embedding backward waits as the region starts (J32):
+// the region's recomputation, and of the region's backward. When pending
+// work waits as the region starts:
 // its part of the recomputation then (recompute_pending; the same as
 // recompute unless the piece runs it: sets_off).
 struct RegionPieces {
   Piece forward, recompute, backward;
   Piece recompute_pending = {};
   bool sets_off = false;
-  // J33: the piece's complete branch, recomputed and differentiated before
-  // the region's recomputation (zero: none); with the edge-embedding
-  // backward waiting (early_pending; whether it runs it: early_sets_off).
-  Piece early = {}, early_pending = {};
-  bool early_sets_off = false;
+  // The work the piece runs ahead, recomputed and differentiated before
+  // the region's recomputation (zero: none); with pending work waiting
+  // (ahead_pending; whether it runs it: ahead_sets_off).
+  Piece ahead = {}, ahead_pending = {};
+  bool ahead_sets_off = false;
 };
 
 // Stages t..b of a region [a, b] in one class: the original forward, and
 // the recomputation followed by the backward, folded; and the same folded
-// with the edge-embedding backward waiting as stage t's recomputation
-// starts (J32): the leftmost piece that sets it off runs it, the pieces to
-// its right run as in `folded` (set_off: one did).
+// with pending work waiting as stage t's recomputation starts: the
+// leftmost piece that sets it off runs it, the pieces to its right run as
+// in `folded` (set_off: one did).
 struct RegionSums {
   Run forward, folded, folded_pending;
   bool set_off = false;
-  // J33: the pieces' complete branches, left to right, which run before
-  // all of `folded`; the same with the edge-embedding backward waiting,
-  // run by the leftmost that can (early_set_off: one did).
-  Run early, early_pending;
-  bool early_set_off = false;
+  // The pieces' work run ahead, left to right, before all of `folded`;
+  // the same with pending work waiting, run by the leftmost that can
+  // (ahead_set_off: one did).
+  Run ahead, ahead_pending;
+  bool ahead_set_off = false;
   void prepend(const RegionPieces& p) {
-    prepend_pending(early_pending, early_set_off, early, p.early, p.early_pending, p.early_sets_off);
-    early.prepend(p.early);
+    prepend_pending(ahead_pending, ahead_set_off, ahead, p.ahead, p.ahead_pending, p.ahead_sets_off);
+    ahead.prepend(p.ahead);
     forward.prepend(p.forward);
     if (p.sets_off) {
       folded_pending = folded;
@@ -151,18 +151,18 @@ struct RegionSums {
     }
     folded.prepend_around(p.recompute, p.backward);
   }
-  // The region's recomputation and backward: the early branches, then the
-  // rest folded; with the edge-embedding backward waiting as it starts,
-  // `pending` (then whether it ran: sets_off()).
+  // The region's recomputation and backward: the work run ahead, then the
+  // rest folded; with pending work waiting as it starts, `pending` (then
+  // whether it ran: sets_off()).
   Run backward(bool pending) const {
-    const Run& first = pending ? early_pending : early;
-    const Run& then = pending && !early_set_off ? folded_pending : folded;
+    const Run& first = pending ? ahead_pending : ahead;
+    const Run& then = pending && !ahead_set_off ? folded_pending : folded;
     Run run = then;
     run.peak = std::max(first.peak, first.sum + then.peak);
     run.sum += first.sum;
     return run;
   }
-  bool sets_off() const { return early_set_off || set_off; }
+  bool sets_off() const { return ahead_set_off || set_off; }
   auto operator<=>(const RegionSums&) const = default;
 };
 
@@ -172,8 +172,8 @@ struct RegionSums {
 struct InnerStageEffects {
   Piece forward, outer_recompute, recompute, backward;
   std::int64_t released_at_end = 0;  // held outputs released when the inner region ends
-  // The enclosing region's recomputation with the decoder's edge-embedding
-  // backward waiting (J32), as RegionPieces. The inner region's own
+  // The enclosing region's recomputation with pending work waiting, as
+  // RegionPieces. The inner region's own
   // recomputation never runs it: the enclosing one ran the same ops first.
   Piece outer_recompute_pending = {};
   bool sets_off = false;
@@ -186,8 +186,8 @@ struct InnerStageEffects {
 struct InnerSums {
   Run forward, outer_recompute, folded;
   std::int64_t minus_held = 0;
-  // outer_recompute with the edge-embedding backward waiting as stage u's
-  // part starts, as in RegionSums (J32).
+  // outer_recompute with the pending work waiting as stage u's
+  // part starts, as in RegionSums.
   Run outer_recompute_pending;
   bool set_off = false;
   void prepend(const InnerStageEffects& e) {
