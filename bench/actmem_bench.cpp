@@ -14,6 +14,7 @@
 
 #include "actmem/model/device.h"
 #include "actmem/model/model.h"
+#include "actmem/plan/builtin_plans.h"
 #include "actmem/simulate/simulator.h"
 #include "actmem/solve/solver.h"
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "actmem/actmem.h"
+#include "actmem/plan/builtin_plans.h"
 #include "fuzz_support.h"
 #include "util/json_text.h"
 

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "actmem/actmem.h"
+#include "actmem/plan/builtin_plans.h"
 #include "fuzz_support.h"
 #include "util/json_text.h"
 

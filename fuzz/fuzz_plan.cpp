@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "actmem/actmem.h"
+#include "actmem/plan/builtin_plans.h"
 #include "fuzz_support.h"
 #include "util/json_text.h"
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "actmem/plan/builtin_plans.h"
 #include "actmem/plan/exports.h"
 #include "actmem/simulate/simulator.h"
 #include "actmem/util/progress.h"

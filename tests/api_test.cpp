@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actmem/actmem.h"
+#include "actmem/plan/builtin_plans.h"
 #include "test_models.h"
 
 using namespace actmem;

@@ -24,6 +24,7 @@
 #include "actmem/cost/cost_graph.h"
 #include "actmem/model/device.h"
 #include "actmem/model/model.h"
+#include "actmem/plan/builtin_plans.h"
 #include "actmem/simulate/plan.h"
 #include "actmem/simulate/simulator.h"
 #include "actmem/solve/solver.h"

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "actmem/plan/builtin_plans.h"
 #include "actmem/plan/exports.h"
 #include "actmem/simulate/simulator.h"
 #include "plan/trainer_knobs.h"

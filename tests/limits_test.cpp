@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actmem/actmem.h"
+#include "actmem/plan/builtin_plans.h"
 #include "actmem/util/limits.h"
 #include "test_models.h"
 

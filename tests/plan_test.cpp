@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actmem/plan/builtin_plans.h"
 #include "actmem/plan/plan_document.h"
 #include "actmem/simulate/plan.h"
 #include "actmem/simulate/simulator.h"

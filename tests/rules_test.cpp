@@ -15,6 +15,7 @@
 
 #include "actmem/cost/memory_rules.h"
 #include "actmem/model/device.h"
+#include "actmem/plan/builtin_plans.h"
 #include "actmem/plan/plan_document.h"
 #include "actmem/plan/plan_json.h"
 #include "actmem/simulate/simulator.h"

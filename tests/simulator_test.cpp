@@ -6,6 +6,7 @@
 #include <set>
 
 #include "actmem/model/device.h"
+#include "actmem/plan/builtin_plans.h"
 #include "actmem/simulate/report.h"
 #include "actmem/simulate/simulator.h"
 #include "actmem/util/error.h"

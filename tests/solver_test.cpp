@@ -5,6 +5,7 @@
 #include <random>
 
 #include "actmem/model/device.h"
+#include "actmem/plan/builtin_plans.h"
 #include "actmem/simulate/simulator.h"
 #include "actmem/solve/solver.h"
 #include "solve/solver_model.h"

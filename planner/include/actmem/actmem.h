@@ -26,6 +26,7 @@
 #include "actmem/model/device.h"
 #include "actmem/model/model.h"
 #include "actmem/model/run_options.h"
+#include "actmem/plan/builtin_plans.h"
 #include "actmem/plan/exports.h"
 #include "actmem/plan/output_files.h"
 #include "actmem/plan/plan_document.h"

@@ -1,4 +1,5 @@
 #include "actmem/plan/plan_document.h"
+#include "actmem/plan/builtin_plans.h"
 
 #include <fmt/format.h>
 

@@ -21,10 +21,8 @@ bool top_level_regions_run_ahead(const MemoryProfile& profile, const RunOptions&
 bool nested_regions_hold_outputs(const MemoryProfile& profile) { return profile.nested_recompute_keeps_outputs; }
 
 MemoryMachine::TopLevelBranch MemoryMachine::take_top_level_branch(const std::vector<Item>& items) {
-  int output_stage = -1;
-  for (std::size_t s = 0; s < g_.chain().size(); ++s)
-    if (g_.chain()[s].role == StageRole::decoder) output_stage = static_cast<int>(s);
-  if (output_stage < 0) return {};
+  const int output_stage = static_cast<int>(g_.chain().size()) - 1;  // the stage that maps onto the output
+  if (output_stage < 1) return {};
   const auto before_output_stage = [&](OpId id) { return g_.op(id).stage < output_stage; };
   const std::vector<EarlyRole> roles = early_roles(items, before_output_stage);
   TopLevelBranch branch;
@@ -66,14 +64,13 @@ void MemoryMachine::run_pending() {
   for (Deferred& d : deferred) backward_op(d.op, std::move(d.saved), 0, -1);
 }
 
-// An op of the decoder (J32's) outside its edge update that reads, of the
-// activations, only what other such ops make: the edge embedding, whose
-// input is a constant.
+// An op of the last stage (the one that maps onto the output: GraphCast's
+// decoder, J32) outside its edge update that reads, of the activations,
+// only what other such ops make: the edge embedding, whose input is a
+// constant.
 bool MemoryMachine::off_chain(OpId id) const {
   const Op& op = g_.op(id);
-  if (op.edge_update || op.stage >= static_cast<int>(g_.chain().size()) ||
-      g_.chain()[static_cast<std::size_t>(op.stage)].role != StageRole::decoder)
-    return false;
+  if (op.edge_update || op.stage != static_cast<int>(g_.chain().size()) - 1) return false;
   for (TensorId t : op.inputs) {
     if (tensor(t).role != TensorRole::activation) continue;
     const OpId p = g_.producer(t);

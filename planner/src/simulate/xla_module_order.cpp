@@ -7,20 +7,18 @@ namespace actmem::detail {
 
 namespace {
 
-// How many of the grid-sized roles (encoder, decoder) have a stage outside
-// every checkpoint of `plan`: 0, 1 or 2.
-int mappers_outside_checkpoints(std::span<const Stage> chain, const Plan& plan) {
+// How many of the stages at the chain's ends, the first and the last (those
+// that map the inputs in and onto the output: GraphCast's encoder and
+// decoder, the grid-sized ones), are outside every checkpoint of `plan`:
+// 0, 1 or 2.
+int ends_outside_checkpoints(std::span<const Stage> chain, const Plan& plan) {
+  const int last = static_cast<int>(chain.size()) - 1;
   int outside = 0;
-  for (StageRole role : {StageRole::encoder, StageRole::decoder}) {
-    for (int s = 0; s < static_cast<int>(chain.size()); ++s) {
-      if (chain[static_cast<std::size_t>(s)].role != role) continue;
-      const bool covered = std::any_of(plan.checkpoints.begin(), plan.checkpoints.end(),
-                                       [&](const Region& r) { return r.from <= s && s <= r.to; });
-      if (!covered) {
-        ++outside;
-        break;
-      }
-    }
+  for (int s : {0, last}) {
+    const bool covered = std::any_of(plan.checkpoints.begin(), plan.checkpoints.end(),
+                                     [&](const Region& r) { return r.from <= s && s <= r.to; });
+    if (!covered) ++outside;
+    if (last == 0) break;
   }
   return outside;
 }
@@ -29,7 +27,7 @@ int mappers_outside_checkpoints(std::span<const Stage> chain, const Plan& plan) 
 
 XlaModuleOrder xla_module_order(const CostGraph& graph, const Plan& plan) {
   if (graph.run().rollout < 2 || plan.step_checkpoint) return XlaModuleOrder::list;
-  switch (mappers_outside_checkpoints(graph.chain(), plan)) {
+  switch (ends_outside_checkpoints(graph.chain(), plan)) {
     case 2: return XlaModuleOrder::depth_first;
     case 1: return XlaModuleOrder::post_order;
     default: return XlaModuleOrder::list;

@@ -6,11 +6,11 @@
 // heap simulator finds least. Over all 85 `mid` and graphcast-small cases
 // read with integrations/jax/schedules.py its choice followed from the
 // plan: depth-first for the rollouts without step checkpoints whose
-// encoder and decoder are both outside every checkpoint (15 cases, 9 of
-// them added on 2026-12-07 after the rule was written), post-order where
-// one of them is (2), the list order for the other 68 (one-step and
-// step-checkpointed runs, and rollouts with both checkpointed). That is a
-// reading of XLA's choice, not its criterion.
+// encoder and decoder (the chain's first and last stages) are both outside
+// every checkpoint (15 cases, 9 of them predicted before they were
+// compiled), post-order where one of them is (2), the list order for the
+// other 68 (one-step and step-checkpointed runs, and rollouts with both
+// checkpointed). That is a reading of XLA's choice, not its criterion.
 
 #include "actmem/cost/cost_graph.h"
 #include "actmem/simulate/plan.h"

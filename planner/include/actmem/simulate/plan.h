@@ -51,14 +51,6 @@ struct Plan {
 // The plan with no checkpoints and no blocking.
 Plan empty_plan(const std::vector<std::string>& stages);
 
-// Built-in plans: "none", "full" (every stage its own region), "every:K"
-// (the processor-role stages in groups of K, 1 ≤ K ≤ kMaxStagesPerGroup),
-// "deepmind" or "deepmind:B" (each encoder- and decoder-role stage one
-// region, its edge update in B blocks, default 8, 1 ≤ B ≤ kMaxEdgeBlocks,
-// capped by its edge rows; processor stages in regions of 3).
-Plan builtin_plan(std::string_view name, std::span<const Stage> chain);
-std::vector<std::string> builtin_plan_names();
-
 // Parses "checkpoints" and "edge_blocks" of a plan document and validates
 // them against the stage chain: unknown stages, blocks for a stage without
 // an edge update, reversed or overlapping
@@ -87,9 +79,9 @@ void validate(const Plan& plan, std::span<const Stage> chain);
 nlohmann::json plan_to_json(const Plan& plan, const std::vector<std::string>& stages);
 nlohmann::json checkpoints_to_json(const std::vector<Region>& regions, const std::vector<std::string>& stages);
 
-// The chain for people, runs of processor stages as "first..last":
-// "encoder, mesh_edge_embed, processor.0..processor.15, decoder"; only the
-// stages with an edge update when `edge_updates_only`.
+// The chain for people, runs of consecutive stages of one role as
+// "first..last": "encoder, mesh_edge_embed, processor.0..processor.15,
+// decoder"; only the stages with an edge update when `edge_updates_only`.
 std::string describe_chain(std::span<const Stage> chain, bool edge_updates_only = false);
 
 // One line for people: "encoder, decoder, processor.0–2 | blocks encoder×8".
