@@ -23,6 +23,7 @@
 // and memory_machine_edge_block_sample.cpp (XLA's order of an edge
 // update's blocked backward).
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -426,6 +427,27 @@ class MemoryMachine {
   NormCopy norm_copy(OpId id, Pass pass) const;
   std::int64_t transient_input_copies(OpId id, Pass pass, NormCopy norm) const;
   void save_for_backward(OpId id, Pass pass, NormCopy norm);
+  // Retention as a chain of named save policies (kSavePolicies, in order),
+  // each deciding part of what op `op` keeps for its backward.
+  struct SaveQuery {
+    OpId op;
+    Pass pass;
+    NormCopy norm;
+  };
+  struct SaveDecision {
+    std::uint32_t inputs = 0, outputs = 0;  // bits: the inputs and outputs saved
+    bool layout_copy = false;               // a LayerNorm's copy of its input
+    bool stacked = false;                   // stacked by a scanned loop instead (nothing saved)
+  };
+  struct SavePolicy {
+    const char* name;
+    void (MemoryMachine::*decide)(const SaveQuery&, SaveDecision&) const;
+  };
+  static const std::array<SavePolicy, 4> kSavePolicies;
+  void derivative_residuals(const SaveQuery& q, SaveDecision& d) const;
+  void weight_gradient_recomputes_input(const SaveQuery& q, SaveDecision& d) const;
+  void norm_keeps_layout_copy(const SaveQuery& q, SaveDecision& d) const;
+  void scan_stacks_residuals(const SaveQuery& q, SaveDecision& d) const;
   std::vector<int> hold_loop_body_step_inputs(const Item& step);
   void keep_inputs_offloaded(bool saving, const std::vector<TensorId>& inputs);
   void fetch_offloaded_inputs();

@@ -6,6 +6,7 @@
 #include "simulate/memory_machine.h"
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <utility>
 
@@ -33,24 +34,62 @@ MemoryMachine::LastReaders MemoryMachine::last_readers(const std::vector<Item>& 
   return readers;
 }
 
-// What op `id` keeps for its backward, one entry of saved_: its rule's
-// saved inputs (less those its weight gradient recomputes) and outputs,
-// and its LayerNorm's layout copy where `norm` is kept; in the forward
-// loop that stacks residuals, its linearization's residuals instead (J11).
+// ---- the save policies, in the order they decide ----
+
+// The residuals of the op's derivative (its rule's saved inputs and
+// outputs: a linear its input, SiLU its input, LayerNorm its input and
+// statistics, a product both operands, softmax its output, ...).
+void MemoryMachine::derivative_residuals(const SaveQuery& q, SaveDecision& d) const {
+  const OpMemoryRule& rule = profile_.rule(g_.op(q.op).kind);
+  d.inputs = rule.saved_inputs;
+  d.outputs = rule.saved_outputs;
+}
+
+// Less the inputs a linear's weight gradient recomputes from what their
+// producer keeps (linear_input_recomputed(): J10, J13, J27, J29, J41, J43).
+void MemoryMachine::weight_gradient_recomputes_input(const SaveQuery& q, SaveDecision& d) const {
+  const Op& op = g_.op(q.op);
+  for (std::size_t i = 0; i < op.inputs.size(); ++i)
+    if ((d.inputs & (1u << i)) && linear_input_recomputed(q.op, op.inputs[i], q.pass)) d.inputs &= ~(1u << i);
+}
+
+// A LayerNorm's layout copy of its input, kept for its backward (J31).
+void MemoryMachine::norm_keeps_layout_copy(const SaveQuery& q, SaveDecision& d) const {
+  d.layout_copy = q.norm == NormCopy::kept;
+}
+
+// In the forward loop of a rollout without step checkpoints, the
+// residuals JAX's linearization names are stacked instead (J11).
+void MemoryMachine::scan_stacks_residuals(const SaveQuery& q, SaveDecision& d) const {
+  if (!stacking_residuals_ || q.pass != Pass::forward) return;
+  d = SaveDecision{};
+  d.stacked = true;
+}
+
+const std::array<MemoryMachine::SavePolicy, 4> MemoryMachine::kSavePolicies = {{
+    {"derivative residuals", &MemoryMachine::derivative_residuals},
+    {"inputs a weight gradient recomputes", &MemoryMachine::weight_gradient_recomputes_input},
+    {"a LayerNorm's layout copy", &MemoryMachine::norm_keeps_layout_copy},
+    {"residuals a scanned loop stacks", &MemoryMachine::scan_stacks_residuals},
+}};
+
+// What op `id` keeps for its backward, one entry of saved_ (empty where
+// its residuals are stacked), as the save policies decide in turn.
 void MemoryMachine::save_for_backward(OpId id, Pass pass, NormCopy norm) {
+  const SaveQuery query{id, pass, norm};
+  SaveDecision decision;
+  for (const SavePolicy& policy : kSavePolicies) (this->*policy.decide)(query, decision);
   std::vector<int> saved;
-  if (stacking_residuals_ && pass == Pass::forward) {
+  if (decision.stacked) {
     stack_residuals(id);
   } else {
     const Op& op = g_.op(id);
-    const OpMemoryRule& rule = profile_.rule(op.kind);
     for (std::size_t i = 0; i < op.inputs.size(); ++i)
-      if ((rule.saved_inputs & (1u << i)) && !linear_input_recomputed(id, op.inputs[i], pass))
-        save(op.inputs[i], saved);
-    if (norm == NormCopy::kept)
+      if (decision.inputs & (1u << i)) save(op.inputs[i], saved);
+    if (decision.layout_copy)
       saved.push_back(allocate(buffer(current(op.inputs[0])).bytes, kActivations, 1, op.inputs[0]));
     for (std::size_t i = 0; i < op.outputs.size(); ++i)
-      if (rule.saved_outputs & (1u << i)) save(op.outputs[i], saved);
+      if (decision.outputs & (1u << i)) save(op.outputs[i], saved);
   }
   saved_.push_back(std::move(saved));
 }
