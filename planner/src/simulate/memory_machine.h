@@ -99,10 +99,12 @@ struct TensorState {
   std::vector<char> block_internal, block_output, param_grad_done;
 };
 
-// The effect of running the deferred ops of the decoder's edge embedding
-// (J32, MemoryMachine::run_pending()), relative to the memory just
-// before: its peak and its net change; and the bytes an op of a region's
-// recomputation must write to set them off.
+// Pending work: what the engine leaves waiting at the end of a backward
+// and runs where a later execution sets it off (today the deferred ops of
+// the last stage's edge embedding, J32; MemoryMachine::run_pending()). Its
+// effect relative to the memory just before it runs: its peak and its net
+// change; and the bytes an op of a region's recomputation must write to
+// set it off.
 struct PendingEffect {
   std::int64_t threshold = 0, peak = 0, delta = 0;
 };
@@ -225,9 +227,10 @@ class MemoryMachine {
   // stacks.
   void hold_hoisted_norm_residual_copies(const std::vector<Item>& items);
 
-  // ---- the decoder's edge-embedding backward, deferred (J32) ----
-  // Its ops' backward after its LayerNorm's, when the decoder runs outside
-  // every checkpoint, waits (holding what they save and their outputs'
+  // ---- pending work: the last stage's edge-embedding backward, deferred (J32) ----
+  // Its ops' backward after its LayerNorm's, when the last stage (the one
+  // that maps onto the output: GraphCast's decoder) runs outside every
+  // checkpoint, waits (holding what they save and their outputs'
   // gradients) until an op of a region's recomputation writes more than
   // `deferred_threshold_` bytes (deferred_set_off()), or until the
   // outermost backward() ends.
@@ -244,15 +247,16 @@ class MemoryMachine {
   // (the ops of `items` do).
   std::vector<EarlyRole> early_roles(const std::vector<Item>& items, const std::function<bool(OpId)>& in_region) const;
 
-  // ---- the top level's complete branch, as the decoder's backward ends (J36) ----
+  // ---- the top level's complete branch, as the last stage's backward ends (J36) ----
   // Outside every checkpoint and scanned loop (and not in a step that
-  // stacks residuals), the plain ops of a stage before the decoder whose
-  // outputs only the decoder or other such ops read (early_roles() with
-  // the decoder taken as after the region: the encoder's grid-node update)
-  // are differentiated as soon as the backward of the items holding the
-  // decoder's ops has run: before the item just before them (`before`;
-  // items.size() where `items` hold no decoder op, as in a stage's
-  // replay: first). take_top_level_branch() takes their saved tensors off
+  // stacks residuals), the plain ops of a stage before the last (the one
+  // that maps onto the output: GraphCast's decoder) whose outputs only the
+  // last stage or other such ops read (early_roles() with the last stage
+  // taken as after the region: GraphCast's encoder's grid-node update) are
+  // differentiated as soon as the backward of the items holding the last
+  // stage's ops has run: before the item just before them (`before`;
+  // items.size() where `items` hold no op of the last stage, as in a
+  // stage's replay: first). take_top_level_branch() takes their saved tensors off
   // saved_; the branch's ops come in backward order.
   struct TopLevelBranch {
     std::vector<char> in_branch;  // per item

@@ -44,7 +44,7 @@ void MemoryMachine::recompute_items(const std::vector<Item>& items, std::int64_t
 // outside every checkpoint held for their weight gradients are let go.
 void MemoryMachine::backward(const std::vector<Item>& items, std::int64_t block_rows, int block) {
   const bool top_level = stacking_residuals_ && region_depth_ == 0 && block_rows == 0;
-  // Outside every checkpoint and every scanned loop, the decoder's edge
+  // Outside every checkpoint and every scanned loop, the last stage's edge
   // embedding's backward waits (J32).
   const bool deferring = profile_.constant_embedding_backward_deferred && region_depth_ == 0 && block_rows == 0 &&
                          !stacking_residuals_ && !in_loop_body_;

@@ -1,6 +1,6 @@
 // The backward order (memory_machine.h): where XLA's schedulers run a
 // backward op other than in reverse of the forward pass: complete branches
-// first (J33, J36), and the decoder's edge embedding deferred until a
+// first (J33, J36), and the last stage's edge embedding deferred until a
 // recomputation sets it off (J32).
 
 #include "simulate/memory_machine.h"
