@@ -371,6 +371,36 @@ TEST_SUITE("solver") {
     MESSAGE(cases << " plans");
   }
 
+  TEST_CASE("solver model: exact where no reader keeps the rollout's carry (a fusion rule switched off)") {
+    // With xla.fusion.concat_into_matmul off the grid input's concat is
+    // materialised and keeps nothing, so the carried frames, read by the
+    // step's concat and its next carry, are kept by neither read: each
+    // read uses them as any other (the solver refused such graphs before).
+    const Device device = load_device("tpu-v4");
+    std::mt19937 rng(11);
+    for (std::int64_t rollout : {2, 3, 5}) {
+      CAPTURE(rollout);
+      RunOptions run;
+      run.framework = Framework::jax;
+      run.rollout = rollout;
+      run.add_rule_off("xla.fusion.concat_into_matmul");
+      const ModelDescription model = testing::tiny_model(3);
+      const CostGraph g = CostGraph::build(model, run);
+      run.rollout = std::min<std::int64_t>(rollout, 3);
+      const CostGraph body = CostGraph::build(model, run);
+      detail::ChainModel chain(body, device, detail::loop_body_of(g, device));
+      for (int i = 0; i < 12; ++i) {
+        Plan plan = i == 0 ? empty_plan(g.stages())
+                           : random_plan(rng, static_cast<int>(g.stages().size()), edges_per_stage(g.chain()));
+        plan.step_checkpoint = true;
+        CAPTURE(describe(plan, g.stages()));
+        CHECK(chain.predict(plan).peak_bytes == simulate(g, device, device.memory_bytes, plan).peak_bytes);
+      }
+      const Solution least = minimum_memory(g, device);
+      CHECK(simulate(g, device, device.memory_bytes, least.plan).peak_bytes == least.report.peak_bytes);
+    }
+  }
+
   TEST_CASE("solver model: GraphCast's middle processor steps replay as translates of the second") {
     for (Framework framework : {Framework::pytorch, Framework::jax}) {
       RunOptions run;

@@ -111,15 +111,17 @@ void ReplayGraph::find_first_readers() {
     std::sort(readers.begin(), readers.end());
     readers.erase(std::unique(readers.begin(), readers.end()), readers.end());
     if (readers.size() < 2) continue;
-    bool saves = false;
-    for (OpId c : graph.consumers(static_cast<TensorId>(t)))
-      saves = saves || (op_key[static_cast<std::size_t>(c)] == readers.front() &&
-                        read_saves(graph, profile, c, static_cast<TensorId>(t)));
-    // Unplanned-for graphs are refused rather than mispredicted.
-    if (!saves)
-      throw std::logic_error("solver: " + graph.tensor(static_cast<TensorId>(t)).name +
-                             " is read by several stages and its first reader does not keep it");
-    first_reader_key[t] = readers.front();
+    // The first reader whose read keeps it; where none does, each read
+    // uses it as any other and the last lets it go.
+    for (int reader : readers) {
+      bool saves = false;
+      for (OpId c : graph.consumers(static_cast<TensorId>(t)))
+        saves = saves || (op_key[static_cast<std::size_t>(c)] == reader &&
+                          read_saves(graph, profile, c, static_cast<TensorId>(t)));
+      if (!saves) continue;
+      first_reader_key[t] = reader;
+      break;
+    }
   }
 }
 

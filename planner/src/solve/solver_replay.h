@@ -162,9 +162,10 @@ struct ReplayGraph {
   std::vector<int> local_key;
   // Per tensor read by two or more stages besides its producer's (JAX's
   // rollout carry: the step's encoder and its next carry): the key of the
-  // first reader, which holds it until its own backward (its read saves it,
-  // or a checkpoint keeps it); -1 otherwise. For a later reader the tensor
-  // is held; the first reader frees it in its backward.
+  // first reader whose read keeps it until its own backward (its read saves
+  // it, or a checkpoint keeps it); -1 where none does or it has one reader.
+  // For a reader after that one the tensor is held; that reader frees it
+  // in its backward. Where no read keeps it, the last reader lets it go.
   std::vector<int> first_reader_key;
   // Plan conditions: per (step, stage), the ops whose buffers depend on
   // which later edge updates run in blocks (conditioned_ops()), in op
