@@ -312,6 +312,7 @@ class GraphCastBuilder {
     op.forward_flops = forward_flops;
     op.backward_flops = backward_flops;
     op.edge_update = in_edge_update_;
+    op.part = marking_edge_mlp_ ? edge_mlp_part(kind) : OpPart::none;
     last_op_ = b_.add_op(std::move(op));
   }
 
@@ -394,15 +395,33 @@ class GraphCastBuilder {
     return {messages, aggregate(messages, graph, receiver_nodes, float32_sum)};
   }
 
-  // e' = MLP(cat[e, v_s[senders], v_r[receivers]]).
+  // The part of the edge MLP (OpPart) an op of kind `kind` plays, emitted
+  // in its order: the gathers of the senders, then of the receivers, the
+  // concat, the first linear, SiLU, the second linear, the LayerNorm. A
+  // deeper MLP's further layers repeat parts, which its memory rules then
+  // do not recognise.
+  OpPart edge_mlp_part(OpKind kind) {
+    switch (kind) {
+      case OpKind::gather: return gathers_marked_++ == 0 ? OpPart::edge_sender_gather : OpPart::edge_receiver_gather;
+      case OpKind::concat: return OpPart::edge_input_concat;
+      case OpKind::linear: return linears_marked_++ == 0 ? OpPart::edge_first_linear : OpPart::edge_second_linear;
+      case OpKind::silu: return OpPart::edge_activation;
+      case OpKind::layer_norm: return OpPart::edge_norm;
+      default: return OpPart::none;
+    }
+  }
+
+  // e' = MLP(cat[e, v_s[senders], v_r[receivers]]), marked as the edge MLP
+  // pattern (OpPart).
   TensorId edge_update_concat(TensorId edges, TensorId senders_from, TensorId receivers_from, const Edges& graph,
                               const MlpParameters& edge_mlp) {
-    in_edge_update_ = true;
+    in_edge_update_ = marking_edge_mlp_ = true;
+    gathers_marked_ = linears_marked_ = 0;
     const TensorId sent = gather("gather_senders", senders_from, graph.senders);
     const TensorId received = gather("gather_receivers", receivers_from, graph.receivers);
     const TensorId edge_input = concat("edge_input", {edges, sent, received});
     const TensorId updated = mlp("edge_mlp", edge_input, edge_mlp);
-    in_edge_update_ = false;
+    in_edge_update_ = marking_edge_mlp_ = false;
     return updated;
   }
 
@@ -562,6 +581,8 @@ class GraphCastBuilder {
   int stage_ = 0;
   int step_ = 0;
   bool in_edge_update_ = false;
+  bool marking_edge_mlp_ = false;  // edge_update_concat(): ops get their OpPart
+  int gathers_marked_ = 0, linears_marked_ = 0;
   OpId last_op_ = -1;
   Edges g2m_{}, mesh_{}, m2g_{};
   MlpParameters enc_grid_embed_, enc_mesh_embed_, enc_edge_embed_, enc_edge_mlp_, enc_mesh_mlp_, enc_grid_mlp_;

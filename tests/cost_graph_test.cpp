@@ -82,6 +82,33 @@ TEST_SUITE("cost graph") {
     CHECK(g.stage_name(6) == "loss");
   }
 
+  TEST_CASE("cost graph: GraphCast's builder marks each edge update's MLP, part by part, in order") {
+    // The memory rules recognise the edge MLP by these marks (OpPart), not
+    // by its op kinds: every edge update of a one-hidden-layer model is the
+    // seven parts in order; a deeper MLP repeats parts, and PhysicsNeMo's
+    // concat trick has no concat, so neither is the pattern.
+    const std::vector<OpPart> pattern{
+        OpPart::edge_sender_gather, OpPart::edge_receiver_gather, OpPart::edge_input_concat, OpPart::edge_first_linear,
+        OpPart::edge_activation,    OpPart::edge_second_linear,   OpPart::edge_norm};
+    const CostGraph g = CostGraph::build(testing::tiny_model(3), RunOptions{});
+    std::map<int, std::vector<OpPart>> parts;  // per stage, its edge update's
+    for (const Op& op : g.ops()) {
+      if (op.edge_update) parts[op.stage].push_back(op.part);
+      if (!op.edge_update) CHECK(op.part == OpPart::none);
+    }
+    REQUIRE(parts.size() == 5);  // encoder, processor.0..2, decoder
+    for (const auto& [stage, marked] : parts) {
+      CAPTURE(stage);
+      CHECK(marked == pattern);
+    }
+    ModelDescription deeper = testing::tiny_model(3);
+    deeper.mlp_hidden_layers = 2;
+    int linears = 0;
+    for (const Op& op : CostGraph::build(deeper, RunOptions{}).ops())
+      if (op.stage == 0 && op.part == OpPart::edge_second_linear) ++linears;
+    CHECK(linears == 2);
+  }
+
   TEST_CASE("cost graph: batch scales node and edge tensors but not what the batch shares") {
     // PyTorch (integrations/pytorch) shares the index arrays; JAX
     // (integrations/jax) shares every graph input: the static channels,

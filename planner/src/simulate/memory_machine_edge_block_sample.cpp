@@ -89,24 +89,26 @@ struct EdgeMlp {
 
 namespace {
 
-// The blocks' edge MLP, if their seven ops are one, wired as EdgeMlp says.
+// The blocks' edge MLP, if the builder marked their seven ops as its parts
+// (OpPart), each once, wired as EdgeMlp says.
 std::optional<EdgeMlp> match_edge_mlp(const CostGraph& g, const Item& item) {
   EdgeMlp m;
+  if (item.children.size() != 7) return std::nullopt;
   for (const Item& child : item.children) {
     if (child.kind != Item::Kind::op) return std::nullopt;
     const Op& op = g.op(child.op);
-    const Op* unexpected = nullptr;
-    const Op*& slot = op.kind == OpKind::gather       ? (m.gathers[0] ? m.gathers[1] : m.gathers[0])
-                      : op.kind == OpKind::concat     ? m.concat
-                      : op.kind == OpKind::silu       ? m.silu
-                      : op.kind == OpKind::layer_norm ? m.norm
-                      : op.kind == OpKind::linear     ? (m.first ? m.second : m.first)
-                                                      : unexpected;
-    if (slot != nullptr || &slot == &unexpected) return std::nullopt;
+    const Op* none = nullptr;
+    const Op*& slot = op.part == OpPart::edge_sender_gather     ? m.gathers[0]
+                      : op.part == OpPart::edge_receiver_gather ? m.gathers[1]
+                      : op.part == OpPart::edge_input_concat    ? m.concat
+                      : op.part == OpPart::edge_first_linear    ? m.first
+                      : op.part == OpPart::edge_activation      ? m.silu
+                      : op.part == OpPart::edge_second_linear   ? m.second
+                      : op.part == OpPart::edge_norm            ? m.norm
+                                                                : none;
+    if (slot != nullptr || &slot == &none) return std::nullopt;
     slot = &op;
   }
-  if (!m.gathers[1] || !m.concat || !m.first || !m.silu || !m.second || !m.norm || item.children.size() != 7)
-    return std::nullopt;
   m.output = item.output;
   m.gathered[0] = m.gathers[0]->outputs.front();
   m.gathered[1] = m.gathers[1]->outputs.front();

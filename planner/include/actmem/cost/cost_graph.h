@@ -133,6 +133,23 @@ struct Stage {
 // within 1..max(1, this).
 std::vector<std::int64_t> edges_per_stage(std::span<const Stage> chain);
 
+// The part an op plays in a pattern of ops the architecture's builder
+// marks for the memory rules that recognise it (docs/architecture.md, "The
+// architecture seam"): an edge update's MLP as XLA orders its blocked
+// backward (J17): gathers of the senders' and receivers' features, their
+// concatenation with the edges' latent, linear, activation, linear,
+// LayerNorm.
+enum class OpPart : char {
+  none,
+  edge_sender_gather,
+  edge_receiver_gather,
+  edge_input_concat,
+  edge_first_linear,
+  edge_activation,
+  edge_second_linear,
+  edge_norm
+};
+
 struct Op {
   OpKind kind = OpKind::linear;
   std::string name;
@@ -143,6 +160,7 @@ struct Op {
   double forward_flops = 0;
   double backward_flops = 0;
   bool edge_update = false;
+  OpPart part = OpPart::none;
   // Tensors a name in the trainer's code holds past their last use, until
   // this op has run (a Python local that lives to its function's return;
   // docs/cost-model.md §2). Each is one more forward use, let go when this
