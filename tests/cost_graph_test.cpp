@@ -104,7 +104,8 @@ TEST_SUITE("cost graph") {
     ModelDescription deeper = testing::tiny_model(3);
     deeper.mlp_hidden_layers = 2;
     int linears = 0;
-    for (const Op& op : CostGraph::build(deeper, RunOptions{}).ops())
+    const CostGraph deep = CostGraph::build(deeper, RunOptions{});
+    for (const Op& op : deep.ops())
       if (op.stage == 0 && op.part == OpPart::edge_second_linear) ++linears;
     CHECK(linears == 2);
   }

@@ -60,6 +60,12 @@ CostGraph::CostGraph(CostGraph&&) noexcept = default;
 CostGraph& CostGraph::operator=(CostGraph&&) noexcept = default;
 CostGraph::~CostGraph() = default;
 
+std::vector<std::string> stage_names(std::span<const Stage> chain) {
+  std::vector<std::string> names;
+  for (const Stage& s : chain) names.push_back(s.name);
+  return names;
+}
+
 std::vector<std::int64_t> edges_per_stage(std::span<const Stage> chain) {
   std::vector<std::int64_t> edges;
   for (const Stage& s : chain) edges.push_back(s.edge_rows);
@@ -98,7 +104,7 @@ std::int64_t CostGraph::input_bytes() const {
 CostGraphBuilder::CostGraphBuilder(const ModelDescription& model, const RunOptions& run, std::vector<Stage> chain) {
   graph_.model_ = model;
   graph_.run_ = run;
-  for (const Stage& s : chain) graph_.stages_.push_back(s.name);
+  graph_.stages_ = stage_names(chain);
   graph_.chain_ = std::move(chain);
 }
 

@@ -35,18 +35,12 @@ std::int64_t parse_suffix(std::string_view name, std::string_view prefix, std::i
   }
 }
 
-std::vector<std::string> names_of(std::span<const Stage> chain) {
-  std::vector<std::string> names;
-  for (const Stage& s : chain) names.push_back(s.name);
-  return names;
-}
-
 }  // namespace
 
 std::vector<std::string> builtin_plan_names() { return {"none", "full", "every:K", "deepmind", "deepmind:B"}; }
 
 Plan builtin_plan(std::string_view name, std::span<const Stage> chain) {
-  Plan p = empty_plan(names_of(chain));
+  Plan p = empty_plan(stage_names(chain));
   const int n = static_cast<int>(chain.size());
   if (name == "none") return p;
   if (name == "full") {

@@ -19,12 +19,6 @@ namespace {
 constexpr const char* kOffloadNeedsStepCheckpoint =
     "expected only with \"step_checkpoint\": true (what is offloaded is what each step's checkpoint keeps)";
 
-std::vector<std::string> names_of(std::span<const Stage> chain) {
-  std::vector<std::string> names;
-  for (const Stage& s : chain) names.push_back(s.name);
-  return names;
-}
-
 // Which stages edge blocks may name, for an error message.
 std::string with_edge_updates(std::span<const Stage> chain) {
   const std::string stages = describe_chain(chain, true);
@@ -38,7 +32,7 @@ int stage_index(const nlohmann::json& value, std::span<const Stage> chain, const
   const auto it = std::find_if(chain.begin(), chain.end(), [&](const Stage& s) { return s.name == name; });
   if (it == chain.end())
     throw InputError(source, pointer,
-                     fmt::format("unknown stage '{}'{}; stages are {}", name, did_you_mean(name, names_of(chain)),
+                     fmt::format("unknown stage '{}'{}; stages are {}", name, did_you_mean(name, stage_names(chain)),
                                  describe_chain(chain, false)));
   return static_cast<int>(it - chain.begin());
 }
@@ -50,7 +44,7 @@ std::vector<Region> parse_regions(const nlohmann::json& list, std::span<const St
   if (!list.is_array()) throw InputError(source, pointer, "expected a list of regions, got " + detail::describe(list));
   if (depth > kMaxRegionDepth && !list.empty())
     throw InputError(source, pointer, fmt::format("regions nested more than {} levels deep", kMaxRegionDepth));
-  const std::vector<std::string> stages = names_of(chain);
+  const std::vector<std::string> stages = stage_names(chain);
   std::vector<Region> regions;
   for (std::size_t i = 0; i < list.size(); ++i) {
     const std::string at = fmt::format("{}/{}", pointer, i);
@@ -139,7 +133,7 @@ Plan empty_plan(const std::vector<std::string>& stages) {
 
 Plan plan_from_json(const nlohmann::json& document, std::span<const Stage> chain, const std::string& source) {
   const detail::FieldReader in(document, source);
-  Plan p = empty_plan(names_of(chain));
+  Plan p = empty_plan(stage_names(chain));
   p.checkpoints =
       parse_regions(in.value("checkpoints"), chain, source, "/checkpoints", 0, static_cast<int>(chain.size()) - 1, 1);
   if (in.has("step_checkpoint")) p.step_checkpoint = in.boolean("step_checkpoint");

@@ -132,6 +132,8 @@ struct Stage {
 // Stage::edge_rows of each stage, in chain order: edge-block counts lie
 // within 1..max(1, this).
 std::vector<std::int64_t> edges_per_stage(std::span<const Stage> chain);
+// Stage::name of each stage, in chain order.
+std::vector<std::string> stage_names(std::span<const Stage> chain);
 
 // The part an op plays in a pattern of ops the architecture's builder
 // marks for the memory rules that recognise it (docs/architecture.md, "The
