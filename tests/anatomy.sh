@@ -11,30 +11,23 @@
 # Prints every line that breaks this; exit 1 if any.
 set -euo pipefail
 root="$1"
+source "$(dirname "$0")/lib/code_lines.sh"
 cd "$root"
 
 FIELDS='grid_nodes|mesh_nodes|grid2mesh_edges|mesh_edges|mesh2grid_edges|latent_size|mlp_hidden_layers|processor_steps|grid_input_features|mesh_input_features|edge_features|output_features|resolution_deg|mesh_level|radius_query_fraction'
 
 files=$(find planner/src/cost planner/src/simulate planner/src/solve -type f \( -name '*.cpp' -o -name '*.h' \) | sort)
 broken=0
-# Code only: a line's comment (from //) and its string literals are left out.
-code() { sed -E 's@"([^"\\]|\\.)*"@""@g; s@//.*$@@' "$1"; }
 # Names of GraphCast's parts, in identifiers: the rules are named for what
 # they do (a stage role's enumerator is reported as a role read).
 PARTS='grid|mesh|encoder|decoder|processor|graphcast'
 for file in $files; do
-  while IFS= read -r line; do
-    echo "anatomy: $file reads the model's counts or geometry: $line" >&2
-    broken=1
-  done < <(code "$file" | grep -nE "(\.|->)($FIELDS)\b|lat_lon_shape\(" || true)
-  while IFS= read -r line; do
-    echo "anatomy: $file names a part of GraphCast in code (name it for what it does, or tag it in the builder): $line" >&2
-    broken=1
-  done < <(code "$file" | sed -E 's@StageRole::[a-z_]+@@g' | grep -niE "[a-z_0-9]*($PARTS)[a-z_0-9]*" || true)
-  while IFS= read -r line; do
-    echo "anatomy: $file reads a stage role (mark what the rule needs in the builder): $line" >&2
-    broken=1
-  done < <(code "$file" | grep -nE 'StageRole::' || true)
+  report anatomy "$file" "reads the model's counts or geometry" \
+    < <(code "$file" | grep -nE "(\.|->)($FIELDS)\b|lat_lon_shape\(" || true)
+  report anatomy "$file" "names a part of GraphCast in code (name it for what it does, or tag it in the builder)" \
+    < <(code "$file" | sed -E 's@StageRole::[a-z_]+@@g' | grep -niE "[a-z_0-9]*($PARTS)[a-z_0-9]*" || true)
+  report anatomy "$file" "reads a stage role (mark what the rule needs in the builder)" \
+    < <(code "$file" | grep -nE 'StageRole::' || true)
 done
 ((broken == 0)) || exit 1
 echo "anatomy: $(wc -w <<<"$files") engine files read no model counts, geometry or stage roles and name no part of GraphCast"

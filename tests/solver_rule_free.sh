@@ -9,6 +9,7 @@
 # rules"). Prints every line that breaks this; exit 1 if any.
 set -euo pipefail
 root="$1"
+source "$(dirname "$0")/lib/code_lines.sh"
 cd "$root"
 
 # MemoryProfile's fields: its switches and settings, one declaration a line.
@@ -18,15 +19,11 @@ fields=$(sed -n '/^struct MemoryProfile {/,/^};/p' planner/src/cost/memory_profi
 [[ -n "$fields" ]] || { echo "solver_rule_free: no MemoryProfile fields found" >&2; exit 1; }
 MECHANISMS='deferred|complete_branch|norm_cop|aligned|decoder|encoder'
 
-# Code only: a line's comment (from //) and its string literals are left out.
-code() { sed -E 's@"([^"\\]|\\.)*"@""@g; s@//.*$@@' "$1"; }
 broken=0
 files=$(find planner/src/solve -type f \( -name '*.cpp' -o -name '*.h' \) | sort)
 for file in $files; do
-  while IFS= read -r line; do
-    echo "solver_rule_free: $file reads a rule's switch or names a rule's mechanism (ask the engine): $line" >&2
-    broken=1
-  done < <(code "$file" | grep -nE "(\.|->)(${fields})\b|[a-z_0-9]*(${MECHANISMS})[a-z_0-9]*" || true)
+  report solver_rule_free "$file" "reads a rule's switch or names a rule's mechanism (ask the engine)" \
+    < <(code "$file" | grep -nE "(\.|->)(${fields})\b|[a-z_0-9]*(${MECHANISMS})[a-z_0-9]*" || true)
 done
 ((broken == 0)) || exit 1
 echo "solver_rule_free: $(wc -w <<<"$files") solver files read no rule's switch and name no rule's mechanism"
